@@ -1,0 +1,91 @@
+"""Command line: ``python -m chunkprefill trace --budget 16 --decodes 6 --prompt 40``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.trace import format_trace_table, run_trace, seed_trace_requests
+
+
+def _positive(name: str, lo: int = 1):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {lo}, got {v}")
+        return v
+    return parse
+
+
+class _OneLineErrors(argparse.ArgumentParser):
+    """Bad flags print one line (no usage dump) and exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineErrors(prog="python -m chunkprefill", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_OneLineErrors)
+    t = sub.add_parser("trace", help="the seed's token-budget trace: decodes + one long prompt")
+    t.add_argument("--budget", type=_positive("--budget"), default=16,
+                   help="max_num_batched_tokens (default 16)")
+    t.add_argument("--decodes", type=_positive("--decodes", 0), default=6,
+                   help="requests already decoding (default 6)")
+    t.add_argument("--prompt", type=_positive("--prompt"), default=40,
+                   help="long prompt length in tokens (default 40)")
+    t.add_argument("--prompt-output", type=_positive("--prompt-output"), default=3,
+                   help="tokens the long prompt generates (default 3)")
+    t.add_argument("--decode-len", type=_positive("--decode-len"), default=20,
+                   help="tokens each decode generates (default 20)")
+    t.add_argument("--arrival-step", type=_positive("--arrival-step", 0), default=2,
+                   help="step at which the long prompt arrives (default 2)")
+    t.add_argument("--threshold", type=_positive("--threshold", 0), default=0,
+                   help="long_prefill_token_threshold (default 0 = off)")
+    t.add_argument("--max-num-seqs", type=_positive("--max-num-seqs"), default=None,
+                   help="max_num_seqs (default min(128, budget))")
+    t.add_argument("--max-model-len", type=_positive("--max-model-len", 2), default=None,
+                   help="max_model_len (default 8192; with --no-chunking it must be <= budget)")
+    t.add_argument("--no-chunking", action="store_true", help="enable_chunked_prefill=False")
+    t.add_argument("--block-size", type=_positive("--block-size"), default=16)
+    t.add_argument("--num-blocks", type=_positive("--num-blocks"), default=1000)
+    t.add_argument("--steps", type=_positive("--steps"), default=None,
+                   help="print only the first N steps")
+    t.add_argument("--json", action="store_true",
+                   help="print the steps as a JSON list of {request_id: num_tokens}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        sc = SchedulerConfig(
+            max_num_batched_tokens=args.budget,
+            max_num_seqs=args.max_num_seqs or min(128, args.budget),
+            enable_chunked_prefill=not args.no_chunking,
+            long_prefill_token_threshold=args.threshold,
+            max_model_len=args.max_model_len or 8192,
+        )
+        cc = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
+        reqs = seed_trace_requests(args.decodes, args.prompt, args.decode_len,
+                                   args.arrival_step, args.prompt_output)
+        steps = run_trace(reqs, sc, cc)
+    except ValueError as e:
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
+    if args.steps:
+        steps = steps[: args.steps]
+    if args.json:
+        print(json.dumps([s.num_scheduled_tokens for s in steps]))
+    else:
+        print(format_trace_table(steps))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

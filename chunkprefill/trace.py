@@ -1,0 +1,139 @@
+"""The seed's paper trace as code: drive the real ``Scheduler`` with a fake model that
+samples a fixed token, and record who got how many tokens each step. No timing is
+involved: a trace tracks the token budget, not how long a step takes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.request import Request
+from chunkprefill.scheduler import Scheduler
+
+FAKE_TOKEN_ID = 1
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """A request of the paper trace: lengths only; tokens are placeholders."""
+
+    request_id: str
+    prompt_len: int
+    output_len: int
+    arrival_step: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_len", "output_len"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(
+                    f"{name} of {self.request_id!r} must be an integer >= 1, got {v!r}")
+        if isinstance(self.arrival_step, bool) or not isinstance(self.arrival_step, int) \
+                or self.arrival_step < 0:
+            raise ValueError(
+                f"arrival_step of {self.request_id!r} must be an integer >= 0, "
+                f"got {self.arrival_step!r}")
+
+
+@dataclass
+class TraceStep:
+    """What one ``schedule()`` call decided, and the state right after the step."""
+
+    step: int
+    num_scheduled_tokens: dict[str, int]
+    preempted: list[str]
+    finished: list[str]
+    token_budget: int
+    num_computed_tokens: dict[str, int]  # after the step, for every unfinished request
+    num_free_blocks: int  # after the step's finished requests freed their blocks
+    running: list[str]
+    waiting: list[str]
+
+    @property
+    def budget_left(self) -> int:
+        return self.token_budget - sum(self.num_scheduled_tokens.values())
+
+
+def run_trace(
+    requests: Sequence[TraceRequest],
+    scheduler_config: SchedulerConfig,
+    cache_config: CacheConfig,
+    max_steps: int = 100_000,
+) -> list[TraceStep]:
+    """Step k is the k-th ``schedule()`` call; requests with ``arrival_step == k`` are
+    added in list order just before it. Every scheduled request with nothing left owed
+    samples one token; a request finishes after ``output_len`` tokens (or at
+    ``max_model_len``). Runs until every request has finished."""
+    ids = [r.request_id for r in requests]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"request_id must be unique; duplicated: {dupes}")
+    sched = Scheduler(scheduler_config, cache_config)
+    pending = sorted(requests, key=lambda r: r.arrival_step)  # stable: keeps list order
+    steps: list[TraceStep] = []
+    k = 0
+    while pending or sched.has_unfinished_requests():
+        if k >= max_steps:
+            raise RuntimeError(f"trace did not finish within max_steps={max_steps}")
+        while pending and pending[0].arrival_step == k:
+            r = pending.pop(0)
+            sched.add_request(Request(r.request_id, [0] * r.prompt_len, max_tokens=r.output_len))
+        out = sched.schedule()
+        sampled = {rid: FAKE_TOKEN_ID for rid in out.num_scheduled_tokens
+                   if sched.requests[rid].num_owed_tokens == 0}
+        finished = sched.update_from_output(out, sampled)
+        steps.append(TraceStep(
+            step=k,
+            num_scheduled_tokens=dict(out.num_scheduled_tokens),
+            preempted=list(out.preempted_req_ids),
+            finished=finished,
+            token_budget=scheduler_config.max_num_batched_tokens,
+            num_computed_tokens={rid: r.num_computed_tokens for rid, r in sched.requests.items()},
+            num_free_blocks=sched.kv_cache_manager.num_free_blocks,
+            running=[r.request_id for r in sched.running],
+            waiting=[r.request_id for r in sched.waiting],
+        ))
+        k += 1
+    return steps
+
+
+def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | None = None) -> str:
+    """The seed's table: steps as rows, requests as columns, the leftover budget last.
+    ``P*`` marks a preempted request; ``-`` means not scheduled that step."""
+    if request_ids is None:
+        seen: dict[str, None] = {}
+        for s in steps:
+            seen.update(dict.fromkeys(s.num_scheduled_tokens))
+            seen.update(dict.fromkeys(s.preempted))
+        request_ids = list(seen)
+    cols = ["step", *request_ids, "used", "left"]
+    rows = []
+    for s in steps:
+        cells = [str(s.step)]
+        for rid in request_ids:
+            n = s.num_scheduled_tokens.get(rid)
+            cell = "-" if n is None else str(n)
+            if rid in s.preempted:
+                cell += "*"
+            cells.append(cell)
+        used = sum(s.num_scheduled_tokens.values())
+        cells += [str(used), str(s.token_budget - used)]
+        rows.append(cells)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
+              for i, c in enumerate(cols)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def seed_trace_requests(num_decodes: int = 6, prompt_len: int = 40, decode_len: int = 20,
+                        prompt_arrival_step: int = 2, prompt_output_len: int = 3
+                        ) -> list[TraceRequest]:
+    """The article's workload: ``num_decodes`` 1-token prompts that are decoding by the
+    time a long prompt P arrives at ``prompt_arrival_step``."""
+    reqs = [TraceRequest(f"D{i + 1}", prompt_len=1, output_len=decode_len, arrival_step=0)
+            for i in range(num_decodes)]
+    reqs.append(TraceRequest("P", prompt_len=prompt_len, output_len=prompt_output_len,
+                             arrival_step=prompt_arrival_step))
+    return reqs
