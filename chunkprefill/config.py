@@ -47,6 +47,12 @@ class SchedulerConfig:
                 "prompt longer than one step's budget could never be scheduled. Allowed: "
                 "max_num_batched_tokens >= max_model_len, or enable_chunked_prefill=True."
             )
+        if self.policy == "prefill_first" and self.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
+                f"max_model_len ({self.max_model_len}) with policy='prefill_first', which "
+                "schedules whole prompts only. Allowed: max_num_batched_tokens >= max_model_len."
+            )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "

@@ -43,6 +43,23 @@ class SchedulerOutput:
         return not self.num_scheduled_tokens
 
 
+@dataclass
+class _StepState:
+    """What one schedule() call has decided so far."""
+
+    token_budget: int
+    num_scheduled: dict[str, int] = field(default_factory=dict)
+    start: dict[str, int] = field(default_factory=dict)
+    new_ids: list[str] = field(default_factory=list)
+    resumed_ids: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+
+    def add(self, request: Request, n: int) -> None:
+        self.num_scheduled[request.request_id] = n
+        self.start[request.request_id] = request.num_computed_tokens
+        self.token_budget -= n
+
+
 class Scheduler:
     """Decides, each step, how many tokens each request runs (DESIGN.md section 4)."""
 
@@ -89,87 +106,90 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         """Fill this step's token budget: running requests first, then waiting (FCFS)."""
         cfg = self.scheduler_config
-        token_budget = cfg.max_num_batched_tokens
-        num_scheduled: dict[str, int] = {}
-        new_ids: list[str] = []
-        resumed_ids: list[str] = []
-        preempted: list[Request] = []
-        start: dict[str, int] = {}
+        step = _StepState(token_budget=cfg.max_num_batched_tokens)
+        if cfg.policy == "prefill_first":
+            # vLLM V0 / nano-vllm baseline: whole new prompts first; decodes only in steps
+            # that admitted no prompt. Every decode stalls while a prompt is prefilled.
+            self._schedule_waiting(step, threshold=0, whole_only=True)
+            if not step.num_scheduled:
+                self._schedule_running(step, threshold=0)
+            return self._finish_schedule(step)
         # The threshold stops one long prefill from starving the others; a lone
         # request has no one to starve, so it is never capped.
-        threshold = cfg.long_prefill_token_threshold if len(self.running) + len(
-            self.waiting) > 1 else 0
+        num_requests = len(self.running) + len(self.waiting)
+        threshold = cfg.long_prefill_token_threshold if num_requests > 1 else 0
+        self._schedule_running(step, threshold)
+        if not step.preempted:  # the waiting pass is skipped after a preemption
+            self._schedule_waiting(step, threshold, not cfg.enable_chunked_prefill)
+        return self._finish_schedule(step)
 
-        # 1. Running requests, in admission order.
+    def _schedule_running(self, step: _StepState, threshold: int) -> None:
+        """Pass 1: running requests in admission order; preempt the newest on KV shortage."""
         req_index = 0
-        while req_index < len(self.running) and token_budget > 0:
+        while req_index < len(self.running) and step.token_budget > 0:
             request = self.running[req_index]
             n = request.num_owed_tokens
             if 0 < threshold < n:
                 n = threshold
-            n = min(n, token_budget, self.max_model_len - 1 - request.num_computed_tokens)
+            n = min(n, step.token_budget, self.max_model_len - 1 - request.num_computed_tokens)
             if n <= 0:
                 req_index += 1
                 continue
-            while True:
-                if self.kv_cache_manager.allocate_slots(request, n) is not None:
-                    break
-                # Out of KV blocks: preempt the newest running request (recompute later).
+            while self.kv_cache_manager.allocate_slots(request, n) is None:
+                # Out of KV blocks: preempt the last running request (recompute later).
                 victim = self.running.pop()
                 self._preempt(victim)
-                preempted.append(victim)
+                step.preempted.append(victim.request_id)
                 if victim is request:
-                    break
-            if request.status == RequestStatus.PREEMPTED:
-                break
-            num_scheduled[request.request_id] = n
-            start[request.request_id] = request.num_computed_tokens
-            token_budget -= n
+                    return  # it preempted itself: nothing after it can run either
+            step.add(request, n)
             req_index += 1
 
-        # 2. Waiting requests, FCFS; skipped entirely if this step had to preempt.
-        if not preempted:
-            while self.waiting and token_budget > 0:
-                if len(self.running) >= cfg.max_num_seqs:
-                    break
-                request = self.waiting[0]
-                n = request.num_owed_tokens
-                if 0 < threshold < n:
-                    n = threshold
-                if not cfg.enable_chunked_prefill and n > token_budget:
-                    break  # head-of-line blocking: whole prompts only
-                n = min(n, token_budget)
-                if not self.kv_cache_manager.can_fit_full_sequence(request):
-                    break
-                if self.kv_cache_manager.allocate_slots(request, n) is None:
-                    break
-                self.waiting.popleft()
-                self.running.append(request)
-                rid = request.request_id
-                (resumed_ids if request.status == RequestStatus.PREEMPTED else new_ids).append(rid)
-                request.status = RequestStatus.RUNNING
-                num_scheduled[rid] = n
-                start[rid] = request.num_computed_tokens
-                token_budget -= n
+    def _schedule_waiting(self, step: _StepState, threshold: int, whole_only: bool) -> None:
+        """Pass 2: waiting requests, FCFS, while budget and seats remain. ``whole_only``
+        (chunking off): a head request that does not fit stops the pass (head-of-line)."""
+        while self.waiting and step.token_budget > 0:
+            if len(self.running) >= self.scheduler_config.max_num_seqs:
+                break
+            request = self.waiting[0]
+            n = request.num_owed_tokens
+            if 0 < threshold < n:
+                n = threshold
+            if whole_only and n > step.token_budget:
+                break
+            n = min(n, step.token_budget)
+            if not self.kv_cache_manager.can_fit_full_sequence(request):
+                break
+            if self.kv_cache_manager.allocate_slots(request, n) is None:
+                break
+            self.waiting.popleft()
+            self.running.append(request)
+            rid = request.request_id
+            resumed = request.status == RequestStatus.PREEMPTED
+            (step.resumed_ids if resumed else step.new_ids).append(rid)
+            request.status = RequestStatus.RUNNING
+            step.add(request, n)
 
-        # 3. Advance num_computed_tokens now, so the next schedule() sees the new state.
+    def _finish_schedule(self, step: _StepState) -> SchedulerOutput:
+        """Advance ``num_computed_tokens`` now, so the next schedule() sees the new state."""
         num_prefill = num_decode = 0
-        for rid, n in num_scheduled.items():
+        for rid, n in step.num_scheduled.items():
             request = self.requests[rid]
             c = request.num_computed_tokens
+            # Positions before prefill_end are prompt (or recomputed) work; after: decode.
             prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
-            num_decode += max(0, c + n - max(c, prefill_end))
-            num_prefill += n - max(0, c + n - max(c, prefill_end))
+            decode = max(0, c + n - max(c, prefill_end))
+            num_decode += decode
+            num_prefill += n - decode
             request.num_computed_tokens = c + n
-
         out = SchedulerOutput(
-            num_scheduled_tokens=num_scheduled,
-            num_computed_tokens=start,
+            num_scheduled_tokens=step.num_scheduled,
+            num_computed_tokens=step.start,
             block_tables={rid: list(self.kv_cache_manager.get_block_table(rid))
-                          for rid in num_scheduled},
-            scheduled_new_req_ids=new_ids,
-            scheduled_resumed_req_ids=resumed_ids,
-            preempted_req_ids=[r.request_id for r in preempted],
+                          for rid in step.num_scheduled},
+            scheduled_new_req_ids=step.new_ids,
+            scheduled_resumed_req_ids=step.resumed_ids,
+            preempted_req_ids=step.preempted,
             finished_req_ids=self._finished_since_schedule,
             num_prefill_tokens=num_prefill,
             num_decode_tokens=num_decode,

@@ -15,10 +15,12 @@ MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
 
 @st.composite
 def workloads(draw):
+    policy = draw(st.sampled_from(["fcfs", "fcfs", "prefill_first"]))
     chunked = draw(st.booleans())
     block_size = draw(st.sampled_from([1, 2, 4, 16]))
     max_model_len = draw(st.integers(8, 64))
-    budget = draw(st.integers(max_model_len if not chunked else 1, 80))
+    whole = not chunked or policy == "prefill_first"
+    budget = draw(st.integers(max_model_len if whole else 1, 80))
     max_num_seqs = draw(st.integers(1, min(budget, 8)))
     threshold = draw(st.integers(0, max_model_len))
     reqs = draw(st.lists(st.tuples(st.integers(1, max_model_len - 1),  # prompt
@@ -28,7 +30,9 @@ def workloads(draw):
     # The cache can hold the largest request (else add_request rightly refuses it).
     largest = max(min(p + o, max_model_len) for p, o, _ in reqs)
     num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
-    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len),
+    if policy == "prefill_first":
+        threshold = 0
+    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len, policy),
             CacheConfig(block_size, num_blocks), reqs)
 
 
@@ -63,7 +67,11 @@ def test_scheduler_invariants(w):
         assert not set(out.preempted_req_ids) & set(n)
         if out.preempted_req_ids:  # the waiting pass is skipped after a preemption
             assert not out.scheduled_new_req_ids and not out.scheduled_resumed_req_ids
-        if not sc.enable_chunked_prefill and not sc.long_prefill_token_threshold:  # whole or none
+        if sc.policy == "prefill_first":  # a step is all prompts or all decodes
+            admitted = set(out.scheduled_new_req_ids) | set(out.scheduled_resumed_req_ids)
+            assert not admitted or set(n) == admitted
+            assert all(k == before[rid] for rid, k in n.items())
+        elif not sc.enable_chunked_prefill and not sc.long_prefill_token_threshold:
             assert all(k == before[rid] for rid, k in n.items())
         for r in sched.running:  # a request holds exactly the blocks its KV needs
             assert len(kv.get_block_table(r.request_id)) == cdiv(r.num_computed_tokens,

@@ -104,3 +104,11 @@ def test_idle_steps_before_arrival():
     steps = run_trace([TraceRequest("A", 3, 1, arrival_step=2)], SchedulerConfig(16, 16),
                       CacheConfig(16, 10))
     assert schedules(steps) == [[], [], [("A", 3)]]
+
+
+def test_prefill_first_baseline_stalls_decodes():
+    # vLLM V0 / nano-vllm: P's whole prompt runs alone at step 2; the six decodes skip a step.
+    sc = SchedulerConfig(64, 16, max_model_len=64, policy="prefill_first")
+    steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
+    decodes = [(f"D{i}", 1) for i in range(1, 7)]
+    assert schedules(steps)[:4] == [decodes, decodes, [("P", 40)], [*decodes, ("P", 1)]]

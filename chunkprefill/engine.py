@@ -1,0 +1,200 @@
+"""The engine loop: scheduler -> executor -> scheduler, with per-request latency metrics.
+
+``LLMEngine`` keeps a clock that advances by each step's duration (measured for the toy
+model, predicted for the cost model) and jumps over idle gaps to the next arrival. A
+token's time is the end of the step that produced it, so TTFT and ITL come out with
+``vllm bench serve``'s definitions whether the step was real or simulated."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.metrics import RequestMetrics, summarize
+from chunkprefill.request import Request
+from chunkprefill.scheduler import Scheduler, SchedulerOutput
+from chunkprefill.timing import Timer
+
+
+@dataclass
+class SamplingParams:
+    """Greedy when ``temperature == 0``; else softmax sampling seeded by ``seed``."""
+
+    max_tokens: int = 16
+    temperature: float = 0.0
+    seed: int | None = None
+    eos_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
+                or self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        if not self.temperature >= 0.0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    metrics: RequestMetrics
+    finished: bool = False
+
+
+@dataclass
+class StepRecord:
+    """One engine step, for timelines and the step-time plots."""
+
+    step: int
+    num_scheduled_tokens: dict[str, int]
+    num_prefill_tokens: int
+    num_decode_tokens: int
+    start_s: float
+    duration_s: float
+    preempted: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    kv_usage: float = 0.0
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prefill_tokens + self.num_decode_tokens
+
+
+class Executor(Protocol):
+    """Runs one scheduled step. Returns the sampled token of each request that owes
+    nothing more after this step, and the step's duration in seconds (None: let the
+    engine measure wall time)."""
+
+    def execute(self, scheduler_output: SchedulerOutput,
+                requests: dict[str, Request]) -> tuple[dict[str, int], float | None]: ...
+
+
+class LLMEngine:
+    """Scheduler + executor + metrics.
+
+    ``LLMEngine(model, scheduler_config, cache_config, attention_backend=...)`` runs the
+    toy model (a ``ToyTransformer``) on a paged KV cache; passing any ``Executor`` instead
+    of a model (e.g. ``sim.CostModelExecutor``) runs the same loop without tensors.
+    """
+
+    def __init__(self, model: Any, scheduler_config: SchedulerConfig | None = None,
+                 cache_config: CacheConfig | None = None, attention_backend: str | None = None,
+                 device: Any = None) -> None:
+        self.scheduler_config = scheduler_config or SchedulerConfig()
+        self.cache_config = cache_config or CacheConfig()
+        if hasattr(model, "execute"):
+            self.executor: Executor = model
+            self.device = "cpu"
+        else:
+            from chunkprefill.executor import ModelExecutor  # torch: imported lazily
+
+            self.executor = ModelExecutor(model, self.cache_config, attention_backend, device)
+            self.device = self.executor.device
+        self.scheduler = Scheduler(self.scheduler_config, self.cache_config)
+        self.clock = 0.0
+        self.step_log: list[StepRecord] = []
+        self._pending: list[Request] = []  # arrival_time still in the future
+        self._metrics: dict[str, RequestMetrics] = {}
+        self._all: dict[str, Request] = {}
+        self._ids = itertools.count()
+
+    # -- requests ---------------------------------------------------------------------
+    def add_request(self, prompt_token_ids: Sequence[int], params: SamplingParams | None = None,
+                    request_id: str | None = None, arrival_time: float | None = None) -> str:
+        """Queue a prompt; ``arrival_time`` (engine clock, seconds) defaults to now."""
+        params = params or SamplingParams()
+        rid = request_id if request_id is not None else str(next(self._ids))
+        if rid in self._all:
+            raise ValueError(f"request_id {rid!r} was already added (duplicate)")
+        check = getattr(self.executor, "check_prompt", None)
+        if check is not None:
+            check(prompt_token_ids)
+        t = self.clock if arrival_time is None else float(arrival_time)
+        if t < 0:
+            raise ValueError(f"arrival_time must be >= 0, got {t}")
+        req = Request(rid, list(prompt_token_ids), max_tokens=params.max_tokens, arrival_time=t,
+                      eos_token_id=params.eos_token_id)
+        req.sampling_params = params  # type: ignore[attr-defined]
+        if t <= self.clock:
+            self.scheduler.add_request(req)
+        else:
+            self._validate(req)
+            self._pending.append(req)
+            self._pending.sort(key=lambda r: r.arrival_time)
+        self._all[rid] = req
+        self._metrics[rid] = RequestMetrics(arrival_time=t)
+        return rid
+
+    def _validate(self, req: Request) -> None:
+        """Run add_request's checks now, for a request that arrives later."""
+        probe = Scheduler(self.scheduler_config, self.cache_config)
+        probe.add_request(Request(req.request_id, req.prompt_token_ids, req.max_tokens))
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._pending) or self.scheduler.has_unfinished_requests()
+
+    # -- one step ---------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """Admit arrivals, schedule, execute, update. Returns requests finished now."""
+        while self._pending and self._pending[0].arrival_time <= self.clock:
+            self.scheduler.add_request(self._pending.pop(0))
+        if not self.scheduler.has_unfinished_requests():
+            if self._pending:  # idle: jump to the next arrival
+                self.clock = self._pending[0].arrival_time
+                return self.step()
+            return []
+        with Timer(self.device) as timer:
+            out = self.scheduler.schedule()
+            sampled, duration = (({}, 0.0) if out.is_empty else
+                                 self.executor.execute(out, self.scheduler.requests))
+            finished = self.scheduler.update_from_output(out, sampled)
+        start = self.clock
+        self.clock += timer.elapsed_s if duration is None else duration
+        for rid in sampled:
+            self._metrics[rid].token_times.append(self.clock)
+        self.step_log.append(StepRecord(
+            step=len(self.step_log), num_scheduled_tokens=dict(out.num_scheduled_tokens),
+            num_prefill_tokens=out.num_prefill_tokens, num_decode_tokens=out.num_decode_tokens,
+            start_s=start, duration_s=self.clock - start, preempted=list(out.preempted_req_ids),
+            finished=finished, kv_usage=self.scheduler.kv_cache_manager.usage))
+        return [self._output(rid) for rid in finished]
+
+    def _output(self, rid: str) -> RequestOutput:
+        r = self._all[rid]
+        return RequestOutput(rid, r.prompt_token_ids, list(r.output_token_ids),
+                             self._metrics[rid], r.is_finished)
+
+    def run(self, max_steps: int = 1_000_000) -> list[RequestOutput]:
+        """Step until every added request has finished; outputs in the order added."""
+        for _ in range(max_steps):
+            if not self.has_unfinished_requests():
+                return [self._output(rid) for rid in self._all]
+            self.step()
+        raise RuntimeError(f"engine did not finish within max_steps={max_steps}")
+
+    def generate(self, prompts: Sequence[Sequence[int]],
+                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 ) -> list[RequestOutput]:
+        """Offline batch: all prompts arrive now; returns outputs in prompt order."""
+        if isinstance(sampling_params, SamplingParams) or sampling_params is None:
+            params = [sampling_params or SamplingParams()] * len(prompts)
+        else:
+            params = list(sampling_params)
+            if len(params) != len(prompts):
+                raise ValueError(f"sampling_params has {len(params)} entries for "
+                                 f"{len(prompts)} prompts; allowed: one, or one per prompt")
+        ids = [self.add_request(p, sp) for p, sp in zip(prompts, params, strict=True)]
+        self.run()
+        return [self._output(rid) for rid in ids]
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """TTFT / ITL / TPOT / E2EL percentiles over every request added so far."""
+        return summarize(self._metrics.values())

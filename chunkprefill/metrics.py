@@ -1,0 +1,73 @@
+"""Latency metrics with the definitions of ``vllm bench serve``.
+
+TTFT = first token time - arrival. ITL = every gap between consecutive output tokens,
+pooled over requests. TPOT = (E2EL - TTFT) / (n_out - 1), per request with n_out > 1.
+E2EL = last token time - arrival. Percentiles use linear interpolation (numpy's default,
+as vLLM does). Imports no torch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass
+class RequestMetrics:
+    """Arrival and per-token times (seconds on the engine's clock) of one request."""
+
+    arrival_time: float
+    token_times: list[float] = field(default_factory=list)
+
+    @property
+    def ttft(self) -> float | None:
+        return self.token_times[0] - self.arrival_time if self.token_times else None
+
+    @property
+    def itl(self) -> list[float]:
+        t = self.token_times
+        return [b - a for a, b in zip(t, t[1:], strict=False)]
+
+    @property
+    def e2el(self) -> float | None:
+        return self.token_times[-1] - self.arrival_time if self.token_times else None
+
+    @property
+    def tpot(self) -> float | None:
+        n = len(self.token_times)
+        if n < 2:
+            return None
+        return (self.token_times[-1] - self.token_times[0]) / (n - 1)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """``np.percentile`` with a clear error for an empty sample."""
+    if len(values) == 0:
+        raise ValueError("percentile of an empty sample is undefined")
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def summarize(metrics: Iterable[RequestMetrics],
+              percentiles: Sequence[float] = PERCENTILES) -> dict[str, dict[str, float]]:
+    """``{"ttft"|"itl"|"tpot"|"e2el": {"mean", "p50", "p90", "p99", "max", "n"}}`` in seconds;
+    ITL pooled over all requests, the others one value per request."""
+    ms = list(metrics)
+    samples = {
+        "ttft": [m.ttft for m in ms if m.ttft is not None],
+        "itl": [g for m in ms for g in m.itl],
+        "tpot": [m.tpot for m in ms if m.tpot is not None],
+        "e2el": [m.e2el for m in ms if m.e2el is not None],
+    }
+    out: dict[str, dict[str, float]] = {}
+    for name, vals in samples.items():
+        if not vals:
+            out[name] = {"n": 0}
+            continue
+        arr = np.asarray(vals, dtype=float)
+        row = {"n": float(arr.size), "mean": float(arr.mean()), "max": float(arr.max())}
+        row.update({f"p{q:g}": float(np.percentile(arr, q)) for q in percentiles})
+        out[name] = row
+    return out
