@@ -73,7 +73,8 @@ def build_attention_metadata(
         )
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
-    for b, (q, c, table) in enumerate(zip(query_lens, num_computed_tokens, block_tables)):
+    per_seq = zip(query_lens, num_computed_tokens, block_tables, strict=True)
+    for b, (q, c, table) in enumerate(per_seq):
         if q < 1:
             raise ValueError(f"query_lens[{b}] must be >= 1, got {q}")
         if c < 0:
@@ -238,6 +239,18 @@ def paged_attention(
     return _torch_paged_attention(query, k_cache, v_cache, meta, scale)
 
 
+def _length_buckets(seqs: list[int], seq_lens: list[int]) -> list[list[int]]:
+    """Group decodes of similar KV length, so a padded batch never pads 32 short sequences
+    to one long one's length (that padding, not attention, would then dominate the step)."""
+    groups: list[list[int]] = []
+    for b in sorted(seqs, key=lambda b: seq_lens[b]):
+        if groups and seq_lens[b] <= 2 * seq_lens[groups[-1][0]] + 64:
+            groups[-1].append(b)
+        else:
+            groups.append([b])
+    return groups
+
+
 def _torch_paged_attention(
     query: torch.Tensor,
     k_cache: torch.Tensor,
@@ -248,34 +261,35 @@ def _torch_paged_attention(
     """Vectorised reference. Decodes (query_len 1) are the many, so they go as one padded
     batch; prefill chunks are few per step (the token budget caps them), so each is one
     dense masked attention. Math in float32, output in the query dtype."""
-    num_tokens, num_q_heads, head_dim = query.shape
+    _, num_q_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
-    group = num_q_heads // num_kv_heads
+    group_size = num_q_heads // num_kv_heads
     starts = meta.query_start_loc.tolist()
     seq_lens = meta.seq_lens.tolist()
     block_table = meta.block_table.long()
     out = torch.empty_like(query)
 
     decode_seqs = [b for b in range(meta.num_seqs) if starts[b + 1] - starts[b] == 1]
-    if decode_seqs:
-        idx = torch.tensor(decode_seqs, device=query.device)  # (Bd,)
+    for group in _length_buckets(decode_seqs, seq_lens):
+        num_dec = len(group)
+        idx = torch.tensor(group, device=query.device)  # (Bd,)
         rows = meta.query_start_loc[idx].long()  # (Bd,) query row of each decode
         lens = meta.seq_lens[idx].long()  # (Bd,)
-        max_len = max(seq_lens[b] for b in decode_seqs)
+        max_len = max(seq_lens[b] for b in group)
         n_blk = -(-max_len // block_size)
         blocks = block_table[idx, :n_blk]  # (Bd, n_blk)
-        k = k_cache[blocks].reshape(len(decode_seqs), n_blk * block_size, num_kv_heads, head_dim)
-        v = v_cache[blocks].reshape(len(decode_seqs), n_blk * block_size, num_kv_heads, head_dim)
+        k = k_cache[blocks].reshape(num_dec, -1, num_kv_heads, head_dim)  # (Bd, n_blk*bs, Hkv, D)
+        v = v_cache[blocks].reshape(num_dec, -1, num_kv_heads, head_dim)  # (Bd, n_blk*bs, Hkv, D)
         k, v = k[:, :max_len].float(), v[:, :max_len].float()  # (Bd, L, Hkv, D)
         kv_in_seq = torch.arange(max_len, device=query.device)[None, :] < lens[:, None]  # (Bd, L)
         # Padded slots may hold stale or NaN data: 0 * NaN = NaN, so zero V where masked.
         v = torch.where(kv_in_seq[:, :, None, None], v, 0.0)
-        q = query[rows].float().reshape(len(decode_seqs), num_kv_heads, group, head_dim)  # (Bd, Hkv, g, D)
+        q = query[rows].float().reshape(num_dec, num_kv_heads, group_size, head_dim)
         scores = torch.einsum("bhgd,blhd->bhgl", q, k) * scale  # (Bd, Hkv, g, L)
         scores = scores.masked_fill(~kv_in_seq[:, None, None, :], float("-inf"))
         probs = scores.softmax(dim=-1)
         o = torch.einsum("bhgl,blhd->bhgd", probs, v)  # (Bd, Hkv, g, D)
-        out[rows] = o.reshape(len(decode_seqs), num_q_heads, head_dim).to(query.dtype)  # (Bd, Hq, D)
+        out[rows] = o.reshape(num_dec, num_q_heads, head_dim).to(query.dtype)  # (Bd, Hq, D)
 
     for b in range(meta.num_seqs):
         q_len, kv_len = starts[b + 1] - starts[b], seq_lens[b]
@@ -283,16 +297,17 @@ def _torch_paged_attention(
             continue
         n_blk = -(-kv_len // block_size)
         blocks = block_table[b, :n_blk]  # (n_blk,)
-        k = k_cache[blocks].reshape(n_blk * block_size, num_kv_heads, head_dim)[:kv_len].float()
-        v = v_cache[blocks].reshape(n_blk * block_size, num_kv_heads, head_dim)[:kv_len].float()
+        k = k_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:kv_len].float()  # (L, Hkv, D)
+        v = v_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:kv_len].float()  # (L, Hkv, D)
         q = query[starts[b] : starts[b + 1]].float()
-        q = q.reshape(q_len, num_kv_heads, group, head_dim)  # (q, Hkv, g, D)
+        q = q.reshape(q_len, num_kv_heads, group_size, head_dim)  # (q, Hkv, g, D)
         scores = torch.einsum("qhgd,lhd->hgql", q, k) * scale  # (Hkv, g, q, L)
         q_pos = kv_len - q_len + torch.arange(q_len, device=query.device)  # (q,)
         causal = torch.arange(kv_len, device=query.device)[None, :] <= q_pos[:, None]  # (q, L)
         probs = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
         o = torch.einsum("hgql,lhd->qhgd", probs, v)  # (q, Hkv, g, D)
-        out[starts[b] : starts[b + 1]] = o.reshape(q_len, num_q_heads, head_dim).to(query.dtype)  # (q, Hq, D)
+        o = o.reshape(q_len, num_q_heads, head_dim)  # (q, Hq, D)
+        out[starts[b] : starts[b + 1]] = o.to(query.dtype)
     return out
 
 
@@ -312,7 +327,7 @@ def ref_paged_attention(
     group = query.shape[1] // num_kv_heads
     outputs = []
     start = 0
-    for b, (q_len, kv_len) in enumerate(zip(query_lens, kv_lens)):
+    for b, (q_len, kv_len) in enumerate(zip(query_lens, kv_lens, strict=True)):
         q = query[start : start + q_len].float()  # (q, Hq, D)
         start += q_len
         n_blk = -(-kv_len // block_size)

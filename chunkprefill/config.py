@@ -131,5 +131,5 @@ class ModelConfig:
     @classmethod
     def small(cls) -> ModelConfig:
         """For timing notebooks: prefill cost grows visibly with tokens on a 2-core CPU."""
-        return cls(vocab_size=2048, hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
-                   num_key_value_heads=2, intermediate_size=1536, max_position_embeddings=4096)
+        return cls(vocab_size=2048, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=768, max_position_embeddings=4096)

@@ -73,7 +73,7 @@ def test_init_is_deterministic_and_leaves_global_rng_alone() -> None:
     assert torch.equal(torch.random.get_rng_state(), before)
     b = ToyTransformer(ModelConfig.tiny(), seed=3)
     c = ToyTransformer(ModelConfig.tiny(), seed=4)
-    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
     assert not torch.equal(a.lm_head.weight, c.lm_head.weight)
     assert a.embed_tokens.weight.dtype == torch.float32
 

@@ -1,0 +1,344 @@
+"""A toy Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU) with two forward paths.
+
+``forward_reference`` is the ground truth: one sequence, no cache, dense causal attention.
+``forward`` is what the engine runs: one call per step for the whole flattened mixed batch
+(prefill chunks + decodes), each layer writing this step's K/V into the paged cache and then
+attending over it. Tests prove the two agree, chunk size by chunk size.
+
+Parameter names follow Hugging Face's ``LlamaForCausalLM`` (minus the ``model.`` prefix), so
+``from_hf`` is a name-by-name copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from chunkprefill.attention import AttentionMetadata, paged_attention, write_kv
+from chunkprefill.config import ModelConfig
+
+
+def validate_token_ids(token_ids: list[int] | torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Return ``token_ids`` as a 1-D int64 tensor; raise ``ValueError`` if it is empty, not
+    1-D integers, or holds ids outside ``[0, vocab_size)`` (an embedding lookup would fail
+    later with an opaque IndexError, or a device-side assert on a GPU)."""
+    if not isinstance(token_ids, torch.Tensor):
+        try:
+            token_ids = torch.tensor(list(token_ids), dtype=torch.int64)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"token_ids must be a list of ints, got {token_ids!r}") from err
+    if token_ids.dim() != 1:
+        raise ValueError(f"token_ids must be 1-D, got shape {tuple(token_ids.shape)}")
+    dtype = token_ids.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise ValueError(f"token_ids must be integers, got dtype {token_ids.dtype}")
+    if token_ids.numel() == 0:
+        raise ValueError("token_ids is empty: need at least one token")
+    lo, hi = int(token_ids.min()), int(token_ids.max())
+    if lo < 0 or hi >= vocab_size:
+        raise ValueError(
+            f"token_ids must be in [0, vocab_size={vocab_size}), got values in [{lo}, {hi}]"
+        )
+    return token_ids.long()
+
+
+def _linear(in_features: int, out_features: int) -> nn.Linear:
+    # skip_init: no default init, so building a model never touches the global RNG.
+    return torch.nn.utils.skip_init(nn.Linear, in_features, out_features, bias=False)
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight, computed in float32 as HF Llama does."""
+
+    def __init__(self, hidden_size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim (HF's RoPE convention)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin tables for absolute positions; inv_freq = 1 / theta^(2i / head_dim)."""
+
+    def __init__(self, head_dim: int, theta: float) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (D/2,)
+
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions.float()[:, None] * self.inv_freq[None, :]  # (T, D/2)
+        emb = torch.cat((freqs, freqs), dim=-1)  # (T, D)
+        return emb.cos(), emb.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (T, heads, D) by its token's angle; cos/sin are (T, D)."""
+    cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # (T, 1, D)
+    return x * cos + rotate_half(x) * sin
+
+
+class Attention(nn.Module):
+    """Q/K/V/O projections with grouped-query heads; the attention itself is a choice of the
+    caller (dense for the reference, paged for the engine)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self.q_proj = _linear(config.hidden_size, self.num_heads * self.head_dim)
+        self.k_proj = _linear(config.hidden_size, self.num_kv_heads * self.head_dim)
+        self.v_proj = _linear(config.hidden_size, self.num_kv_heads * self.head_dim)
+        self.o_proj = _linear(self.num_heads * self.head_dim, config.hidden_size)
+
+    def qkv(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (T, hidden) -> q (T, Hq, D), k and v (T, Hkv, D), RoPE applied to q and k."""
+        T = x.shape[0]
+        q = self.q_proj(x).view(T, self.num_heads, self.head_dim)  # (T, n_heads, head_dim)
+        k = self.k_proj(x).view(T, self.num_kv_heads, self.head_dim)  # (T, n_kv_heads, head_dim)
+        v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)  # (T, n_kv_heads, head_dim)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def dense_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Plain causal attention over one whole sequence: the ground truth."""
+        T = q.shape[0]
+        group = self.num_heads // self.num_kv_heads
+        k = k.repeat_interleave(group, dim=1)  # (T, n_heads, head_dim)
+        v = v.repeat_interleave(group, dim=1)  # (T, n_heads, head_dim)
+        scores = torch.einsum("qhd,khd->hqk", q, k) * self.scale  # (n_heads, T, T)
+        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
+        probs = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        return torch.einsum("hqk,khd->qhd", probs, v)  # (T, n_heads, head_dim)
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = _linear(config.hidden_size, config.intermediate_size)
+        self.up_proj = _linear(config.hidden_size, config.intermediate_size)
+        self.down_proj = _linear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MLP(config)
+
+
+class ToyTransformer(nn.Module):
+    """Llama-style decoder, float32, deterministic from ``seed`` (a local generator: building
+    a model never changes the global RNG). Inference only: forwards run under no_grad."""
+
+    def __init__(self, config: ModelConfig, seed: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = torch.nn.utils.skip_init(
+            nn.Embedding, config.vocab_size, config.hidden_size
+        )
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head = _linear(config.hidden_size, config.vocab_size)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta)
+        self._init_weights(seed)
+
+    @torch.no_grad()
+    def _init_weights(self, seed: int) -> None:
+        # GPT-2 / HF Llama style N(0, 0.02); norms start at 1 (set in RMSNorm).
+        gen = torch.Generator().manual_seed(seed)
+        for name, p in self.named_parameters():  # a tied weight is listed once
+            if not name.endswith("norm.weight"):
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed_tokens.weight.device
+
+    # ------------------------------------------------------------------ Hugging Face
+
+    @classmethod
+    def from_hf(cls, hf_model: nn.Module) -> ToyTransformer:
+        """Copy the weights of a transformers ``LlamaForCausalLM``. Anything our model would
+        compute differently (biases, rope scaling, another activation, a decoupled head_dim)
+        is refused with a ``ValueError`` naming the config field."""
+        hf_config = getattr(hf_model, "config", None)
+        if hf_config is None:
+            raise ValueError("from_hf expects a transformers LlamaForCausalLM (no .config found)")
+        config = _model_config_from_hf(hf_config)
+        model = cls(config)
+        hf_state = {k: v for k, v in hf_model.state_dict().items() if "rotary_emb" not in k}
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                hf_name = name if name == "lm_head.weight" else f"model.{name}"
+                if hf_name not in hf_state:
+                    raise ValueError(f"HF model has no parameter {hf_name!r}")
+                src = hf_state.pop(hf_name)
+                if src.shape != param.shape:
+                    raise ValueError(
+                        f"{hf_name}: HF shape {tuple(src.shape)} != expected {tuple(param.shape)}"
+                    )
+                param.copy_(src.detach().to(device=param.device, dtype=param.dtype))
+        hf_state.pop("lm_head.weight", None)  # the tied copy, if listed
+        if hf_state:
+            raise ValueError(f"HF parameters this model has no place for: {sorted(hf_state)}")
+        return model
+
+    # ------------------------------------------------------------------ reference path
+
+    @torch.no_grad()
+    def forward_reference(self, token_ids: list[int] | torch.Tensor) -> torch.Tensor:
+        """Logits (T, vocab) of one sequence from scratch: no cache, dense causal attention.
+        The ground truth the paged path is tested against."""
+        ids = validate_token_ids(token_ids, self.config.vocab_size).to(self.device)
+        T = ids.shape[0]
+        cos, sin = self.rotary(torch.arange(T, device=self.device))
+        x = self.embed_tokens(ids)  # (T, hidden)
+        for layer in self.layers:
+            attn = layer.self_attn
+            q, k, v = attn.qkv(layer.input_layernorm(x), cos, sin)
+            o = attn.dense_causal(q, k, v)  # (T, n_heads, head_dim)
+            x = x + attn.o_proj(o.reshape(T, -1))  # (T, hidden)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.lm_head(self.norm(x))  # (T, vocab)
+
+    # ------------------------------------------------------------------ paged path
+
+    def allocate_kv_cache(
+        self,
+        num_blocks: int,
+        block_size: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, zeroed (K, V) caches, each (num_blocks, block_size, num_kv_heads,
+        head_dim). Zeros, not empty: stale slots then hold finite numbers."""
+        for name, value in (("num_blocks", num_blocks), ("block_size", block_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        device = self.device if device is None else torch.device(device)
+        shape = (num_blocks, block_size, self.config.num_key_value_heads, self.config.head_dim)
+        return [
+            (torch.zeros(shape, device=device, dtype=dtype),
+             torch.zeros(shape, device=device, dtype=dtype))
+            for _ in range(self.config.num_hidden_layers)
+        ]
+
+    @torch.no_grad()
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        attn_metadata: AttentionMetadata,
+        backend: str = "torch",
+    ) -> torch.Tensor:
+        """One engine step for the whole flattened batch: ``input_ids`` and ``positions`` are
+        (T,) int64, ordered as ``attn_metadata.query_start_loc``. Returns the final-norm hidden
+        states (T, hidden); call ``compute_logits`` on just the rows that sample."""
+        if input_ids.dim() != 1 or positions.shape != input_ids.shape:
+            raise ValueError(
+                f"input_ids and positions must be 1-D of equal length, got "
+                f"{tuple(input_ids.shape)} and {tuple(positions.shape)}"
+            )
+        if input_ids.shape[0] != attn_metadata.num_tokens:
+            raise ValueError(
+                f"input_ids has {input_ids.shape[0]} tokens but attn_metadata.slot_mapping has "
+                f"{attn_metadata.num_tokens}"
+            )
+        if len(kv_caches) != len(self.layers):
+            raise ValueError(
+                f"kv_caches has {len(kv_caches)} layers, the model has {len(self.layers)}"
+            )
+        ids = validate_token_ids(input_ids, self.config.vocab_size)
+        T = ids.shape[0]
+        cos, sin = self.rotary(positions)
+        x = self.embed_tokens(ids)  # (T, hidden)
+        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
+            attn = layer.self_attn
+            q, k, v = attn.qkv(layer.input_layernorm(x), cos, sin)
+            write_kv(k, v, k_cache, v_cache, attn_metadata.slot_mapping, backend)
+            o = paged_attention(q, k_cache, v_cache, attn_metadata, attn.scale, backend)
+            x = x + attn.o_proj(o.reshape(T, -1))  # (T, hidden)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.norm(x)  # (T, hidden)
+
+    @torch.no_grad()
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (N, hidden) -> logits (N, vocab): only the rows that sample pay for the head."""
+        return self.lm_head(hidden)  # (N, vocab)
+
+
+def _model_config_from_hf(hf_config: object) -> ModelConfig:
+    """Map an HF ``LlamaConfig`` onto ``ModelConfig``, refusing what we do not implement."""
+
+    def get(name: str, default: object = None) -> object:
+        return getattr(hf_config, name, default)
+
+    if get("model_type", "llama") != "llama":
+        raise ValueError(f"model_type={get('model_type')!r} is not supported; allowed: 'llama'")
+    for field in ("attention_bias", "mlp_bias"):
+        if get(field, False):
+            raise ValueError(f"{field}=True is not supported (our projections have no bias)")
+    if get("hidden_act", "silu") != "silu":
+        raise ValueError(f"hidden_act={get('hidden_act')!r} is not supported; allowed: 'silu'")
+    # transformers 5 keeps theta and scaling in rope_parameters; 4.x used rope_theta/rope_scaling.
+    rope = get("rope_parameters") or get("rope_scaling") or {}
+    if not isinstance(rope, dict):
+        raise ValueError(f"rope_parameters / rope_scaling must be a dict or None, got {rope!r}")
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type not in (None, "default"):
+        raise ValueError(
+            f"rope_scaling / rope_parameters rope_type={rope_type!r} is not supported; "
+            "allowed: None or 'default' (plain RoPE)"
+        )
+    theta = rope.get("rope_theta")
+    theta = theta if theta is not None else get("rope_theta", 10000.0)
+    hidden, heads = get("hidden_size"), get("num_attention_heads")
+    head_dim = get("head_dim")
+    if head_dim is not None and head_dim != hidden // heads:
+        raise ValueError(
+            f"head_dim={head_dim} != hidden_size // num_attention_heads = {hidden // heads}: "
+            "a decoupled head_dim is not supported"
+        )
+    if get("pretraining_tp", 1) != 1:
+        raise ValueError(f"pretraining_tp={get('pretraining_tp')} is not supported; allowed: 1")
+    num_kv = get("num_key_value_heads") or heads
+    return ModelConfig(
+        vocab_size=get("vocab_size"),
+        hidden_size=hidden,
+        num_hidden_layers=get("num_hidden_layers"),
+        num_attention_heads=heads,
+        num_key_value_heads=num_kv,
+        intermediate_size=get("intermediate_size"),
+        rope_theta=float(theta),
+        rms_norm_eps=float(get("rms_norm_eps", 1e-6)),
+        max_position_embeddings=get("max_position_embeddings", 2048),
+        tie_word_embeddings=bool(get("tie_word_embeddings", False)),
+    )
