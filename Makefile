@@ -2,9 +2,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
 export PYTHONHASHSEED := 0
 
-.PHONY: lab test setup
+.PHONY: lab test setup browser
 
 setup: $(STAMP)
 
@@ -18,7 +19,14 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
 
-test: $(STAMP)
+# The browser test drives Debian's chromium (never a downloaded browser build).
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "chromium missing: run 'sudo apt-get install chromium'" >&2; exit 1; fi; }
+
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests
 	$(PY) -m pytest --nbval --nbval-cell-timeout=300 -p no:cacheprovider notebooks/
