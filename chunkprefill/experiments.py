@@ -97,3 +97,94 @@ def run_stall(model: Any, workload: StallWorkload, scheduler_config: SchedulerCo
     outs = {o.request_id: o for o in eng.run()}
     return StallResult(label, [outs[r] for r in dec_ids], [outs[r] for r in long_ids],
                        eng.step_log)
+
+
+# -- sweeps for the timing notebook (07) and benchmarks/gpu_sweep.py ----------------------
+
+def time_prefill_step(model: Any, num_tokens: int, kv_len: int = 0, num_decodes: int = 0,
+                      decode_kv_len: int = 512, backend: str | None = None, device: Any = None,
+                      block_size: int = 16, warmup: int = 1, iters: int = 3) -> float:
+    """Median seconds of one forward step holding a ``num_tokens`` prefill chunk that
+    starts at offset ``kv_len`` (it attends to ``kv_len`` cached tokens) plus
+    ``num_decodes`` decodes of ``decode_kv_len`` context. Times the model forward alone
+    (CUDA events on GPU), on the same metadata path the engine uses."""
+    import torch
+
+    from chunkprefill.attention import build_attention_metadata, default_backend
+    from chunkprefill.timing import time_fn
+
+    if num_tokens < 1 or kv_len < 0 or num_decodes < 0:
+        raise ValueError("num_tokens must be >= 1, kv_len and num_decodes >= 0")
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    backend = backend or default_backend(device)
+    lens = [(num_tokens, kv_len)] + [(1, decode_kv_len - 1)] * num_decodes
+    tables, nb = [], 0
+    for q, c in lens:
+        n = -(-(q + c) // block_size)
+        tables.append(list(range(nb, nb + n)))
+        nb += n
+    kv = model.allocate_kv_cache(nb, block_size, device=device,
+                                 dtype=next(model.parameters()).dtype)
+    meta, pos = build_attention_metadata([q for q, _ in lens], [c for _, c in lens], tables,
+                                         block_size, device)
+    ids = torch.randint(0, model.config.vocab_size, (meta.num_tokens,), device=device,
+                        generator=torch.Generator().manual_seed(0)) if device.type == "cpu" \
+        else torch.randint(0, model.config.vocab_size, (meta.num_tokens,), device=device)
+    with torch.inference_mode():
+        times = time_fn(lambda: model.forward(ids, pos, kv, meta, backend=backend), device,
+                        warmup=warmup, iters=iters)
+    return float(np.median(times))
+
+
+def step_time_vs_tokens(model: Any, token_counts: Sequence[int], **kw: Any) -> list[float]:
+    """Step time for each token count: flat while the step is bound by reading weights
+    (memory), then linear once the arithmetic dominates (compute)."""
+    return [time_prefill_step(model, n, **kw) for n in token_counts]
+
+
+def chunking_overhead(model: Any, prompt_len: int, chunk_sizes: Sequence[int],
+                      **kw: Any) -> dict[int, float]:
+    """Total prefill time of one ``prompt_len`` prompt cut into chunks of each size,
+    divided by the unchunked prefill time. Above 1.0: later chunks re-read the KV of
+    earlier chunks and each step pays fixed costs again."""
+    whole = time_prefill_step(model, prompt_len, **kw)
+    out: dict[int, float] = {}
+    for c in chunk_sizes:
+        if c < 1:
+            raise ValueError(f"chunk sizes must be >= 1, got {c}")
+        total = sum(time_prefill_step(model, min(c, prompt_len - off), kv_len=off, **kw)
+                    for off in range(0, prompt_len, c))
+        out[c] = total / whole
+    return out
+
+
+@dataclass
+class BudgetPoint:
+    budget: int | None  # None: chunking off
+    p50_itl: float
+    p99_itl: float
+    ttft_p50: float
+    ttft_p99: float
+
+
+def budget_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int | None],
+                 max_model_len: int = 2048, progress: bool = False,
+                 **kw: Any) -> list[BudgetPoint]:
+    """Run the stall workload once per budget (``None`` = chunking off, budget =
+    max_model_len) and collect the decodes' ITL and the long prompts' TTFT."""
+    points = []
+    it: Any = budgets
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(budgets, desc="budgets")
+    for b in it:
+        sc = (SchedulerConfig(max_model_len, 64, enable_chunked_prefill=False,
+                              max_model_len=max_model_len) if b is None else
+              SchedulerConfig(b, min(64, b), max_model_len=max_model_len))
+        r = run_stall(model, workload, sc, label=str(b), **kw)
+        ttfts = [o.metrics.ttft for o in r.long_outputs]
+        itl = r.decode_itl
+        points.append(BudgetPoint(b, float(np.percentile(itl, 50)), float(np.percentile(itl, 99)),
+                                  float(np.percentile(ttfts, 50)), float(np.percentile(ttfts, 99))))
+    return points
