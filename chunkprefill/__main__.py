@@ -88,4 +88,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error
+        sys.stderr.close()
+        sys.exit(0)

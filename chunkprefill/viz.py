@@ -1,0 +1,384 @@
+"""Pictures for the course. Every function returns a ``matplotlib.figure.Figure`` built
+without pyplot, so nothing leaks into pyplot's global figure list and the caller's backend is
+left alone: a notebook displays the returned figure, a script calls ``fig.savefig``.
+
+Sections: traces (token budget, KV blocks; no timing). Latency plots (TTFT / ITL) come later
+in their own section. Imports no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+from chunkprefill.trace import TraceRequest, TraceStep
+
+# One colour per kind of token work, shared by every trace plot so the legend reads the same.
+COLORS = {
+    "decode": "tab:blue",
+    "prefill": "tab:orange",
+    "recompute": "tab:red",
+    "left": "0.92",
+    "absent": "white",
+    "waiting": "0.82",
+    "stalled": "#f2dfa7",
+    "preempted": "black",
+}
+LABELS = {
+    "decode": "decode (1 token)",
+    "prefill": "prefill (prompt tokens)",
+    "recompute": "recompute after preemption",
+    "left": "budget left over",
+    "absent": "not there",
+    "waiting": "waiting in queue",
+    "stalled": "running, no tokens this step",
+}
+_ANNOTATE_MAX_STEPS = 40  # beyond this, numbers in cells are unreadable
+_MAX_WIDTH = 16.0  # inches: long traces squeeze their columns instead of growing forever
+
+
+def _width(num_steps: int, per_step: float = 0.28, extra: float = 2.5) -> float:
+    return min(_MAX_WIDTH, max(6.0, per_step * num_steps + extra))
+
+
+def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    """Draw on the caller's axes if given, else on a fresh pyplot-free Figure."""
+    if ax is not None:
+        return ax.figure, ax  # type: ignore[return-value]
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+# --------------------------------------------------------------------------- traces
+
+
+class TokenSplit(NamedTuple):
+    """One request's tokens in one step, split by what they compute: ``prefill`` (prompt
+    tokens never computed before), ``recompute`` (tokens computed once already, re-run after a
+    preemption freed their KV) and ``decode`` (the one fed-back sampled token)."""
+
+    prefill: int
+    decode: int
+    recompute: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prefill + self.decode + self.recompute
+
+    @property
+    def kind(self) -> str:
+        """The cell's colour: ``"recompute"`` if any token is re-run, else ``"prefill"`` if
+        any is prompt work, else ``"decode"``."""
+        if self.recompute:
+            return "recompute"
+        return "prefill" if self.prefill else "decode"
+
+
+def _prompt_lens(requests: Sequence[TraceRequest] | Mapping[str, int]) -> dict[str, int]:
+    if isinstance(requests, Mapping):
+        return dict(requests)
+    return {r.request_id: r.prompt_len for r in requests}
+
+
+def split_prefill_decode(
+    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
+) -> list[dict[str, TokenSplit]]:
+    """Replay a trace to tell prefill tokens from decode tokens in every cell.
+
+    A ``TraceStep`` only says *how many* tokens a request got; whether they were prompt work
+    or a decode depends on its history. Like the scheduler, a token at position ``p`` is a
+    decode when ``p >= max(prompt_len, num_tokens - 1)`` (the last sampled token is fed back);
+    before that is prefill, or recompute if a preemption threw it away once. ``requests``
+    gives the prompt lengths (the ``TraceRequest`` list, or ``{request_id: prompt_len}``).
+    Raises ``ValueError`` if the replay contradicts the trace (wrong prompt lengths)."""
+    if any(s.step != k for k, s in enumerate(steps)):
+        raise ValueError("steps must be run_trace's result or a prefix of it (steps 0, 1, ...): "
+                         "telling prefill from decode needs each request's history")
+    prompt_len = _prompt_lens(requests)
+    computed: dict[str, int] = {}
+    outputs: dict[str, int] = {}
+    high: dict[str, int] = {}  # computed tokens a preemption threw away
+    result: list[dict[str, TokenSplit]] = []
+    for s in steps:
+        for rid in s.preempted:
+            high[rid] = max(high.get(rid, 0), computed.get(rid, 0))
+            computed[rid] = 0
+        cells: dict[str, TokenSplit] = {}
+        for rid, n in s.num_scheduled_tokens.items():
+            if rid not in prompt_len:
+                raise ValueError(f"no prompt length given for request {rid!r}")
+            start = computed.get(rid, 0)
+            num_tokens = prompt_len[rid] + outputs.get(rid, 0)
+            if start + n > num_tokens:
+                raise ValueError(f"step {s.step}: {rid!r} got {n} tokens but owes only "
+                                 f"{num_tokens - start}: are the prompt lengths right?")
+            prefill_end = max(prompt_len[rid], num_tokens - 1)
+            decode = max(0, start + n - max(start, prefill_end))
+            recompute = min(max(0, min(start + n, high.get(rid, 0)) - start), n - decode)
+            cells[rid] = TokenSplit(n - decode - recompute, decode, recompute)
+            computed[rid] = start + n
+            if computed[rid] == num_tokens:  # nothing owed: it samples one token
+                outputs[rid] = outputs.get(rid, 0) + 1
+            elif rid in s.finished:
+                raise ValueError(f"step {s.step}: {rid!r} finished mid-prefill in the replay: "
+                                 "are the prompt lengths right?")
+            if rid in s.num_computed_tokens and s.num_computed_tokens[rid] != computed[rid]:
+                raise ValueError(
+                    f"step {s.step}: replay has {rid!r} at {computed[rid]} computed tokens, "
+                    f"the trace says {s.num_computed_tokens[rid]}: are the prompt lengths right?"
+                )
+        result.append(cells)
+    return result
+
+
+def _request_order(steps: Sequence[TraceStep]) -> list[str]:
+    """Requests in order of first appearance, like ``format_trace_table``'s columns."""
+    seen: dict[str, None] = {}
+    for s in steps:
+        seen.update(dict.fromkeys(s.num_scheduled_tokens))
+        seen.update(dict.fromkeys(s.preempted))
+    return list(seen)
+
+
+# Cell kinds of the timeline grid, in colour-map order (code = index).
+TIMELINE_KINDS = ("absent", "waiting", "stalled", "decode", "prefill", "recompute")
+
+
+def timeline_grid(
+    steps: Sequence[TraceStep],
+    requests: Sequence[TraceRequest] | Mapping[str, int],
+    request_ids: Sequence[str] | None = None,
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The timeline as data: ``(request_ids, kinds, tokens)``, both arrays shaped
+    ``(requests, steps)``. ``kinds`` holds codes into ``TIMELINE_KINDS``: absent (not arrived
+    or finished), waiting (queued), stalled (running but given no tokens), or what the
+    scheduled tokens computed; ``tokens`` is how many tokens the request got."""
+    ids = list(request_ids) if request_ids is not None else _request_order(steps)
+    row = {rid: i for i, rid in enumerate(ids)}
+    code = {k: i for i, k in enumerate(TIMELINE_KINDS)}
+    kinds = np.zeros((len(ids), len(steps)), dtype=np.int8)
+    tokens = np.zeros((len(ids), len(steps)), dtype=np.int64)
+    for j, (s, cells) in enumerate(zip(steps, split_prefill_decode(steps, requests),
+                                       strict=True)):
+        for rid in s.waiting:
+            if rid in row:
+                kinds[row[rid], j] = code["waiting"]
+        for rid in s.running:
+            if rid in row:
+                kinds[row[rid], j] = code["stalled"]  # overwritten below if it got tokens
+        for rid, cell in cells.items():
+            if rid in row:
+                kinds[row[rid], j] = code[cell.kind]
+                tokens[row[rid], j] = cell.total
+    return ids, kinds, tokens
+
+
+def plot_trace_timeline(
+    steps: Sequence[TraceStep],
+    requests: Sequence[TraceRequest] | Mapping[str, int],
+    request_ids: Sequence[str] | None = None,
+    ax: Axes | None = None,
+    annotate: bool | None = None,
+) -> Figure:
+    """The seed's table as a picture: one row per request, one column per step, a coloured
+    cell wherever the request got tokens (the number in it is how many). Colour says what
+    the tokens were: a prefill chunk, a decode, or a recompute after preemption. A grey cell
+    is a request waiting in the queue, a sand one a running request that got no tokens
+    (budget spent before its turn); an ``x`` marks a preemption. ``annotate`` (default: when
+    there are at most 40 steps) writes the token counts into the cells. ``steps`` is a
+    ``run_trace`` result or a prefix of it."""
+    ids, kinds, tokens = timeline_grid(steps, requests, request_ids)
+    fig, ax = _figure_and_axes(ax, (_width(len(steps)), 0.45 * len(ids) + 1.8))
+    if annotate is None:
+        annotate = len(steps) <= _ANNOTATE_MAX_STEPS
+    cmap = ListedColormap([COLORS[k] for k in TIMELINE_KINDS])
+    ax.imshow(kinds, cmap=cmap, vmin=-0.5, vmax=len(TIMELINE_KINDS) - 0.5, aspect="auto",
+              interpolation="nearest",
+              extent=(-0.5, len(steps) - 0.5, len(ids) - 0.5, -0.5))
+    if len(steps) <= 120:  # white gaps between cells, like a table
+        ax.vlines(np.arange(len(steps) + 1) - 0.5, -0.5, len(ids) - 0.5, color="white",
+                  linewidth=1.5)
+        ax.hlines(np.arange(len(ids) + 1) - 0.5, -0.5, len(steps) - 0.5,
+                  color="white", linewidth=3)
+    if annotate:
+        for i, j in zip(*np.nonzero(tokens), strict=True):
+            t = ax.text(j, i, str(tokens[i, j]), ha="center", va="center", fontsize=8,
+                        color="white")
+            t.set_in_layout(False)  # layout need not measure hundreds of labels
+    px = [s.step for s in steps for rid in s.preempted if rid in ids]
+    py = [ids.index(rid) for s in steps for rid in s.preempted if rid in ids]
+    present = set(kinds.ravel().tolist())
+    legend_order = ("prefill", "recompute", "decode", "waiting", "stalled")
+    handles = [Patch(facecolor=COLORS[k], edgecolor="0.6", label=LABELS[k])
+               for k in legend_order if TIMELINE_KINDS.index(k) in present]
+    if px:
+        handles.append(ax.scatter(px, py, marker="x", s=60, color=COLORS["preempted"],
+                                  label="preempted", zorder=3))
+    ax.set_yticks(range(len(ids)), ids)
+    ax.set_ylim(len(ids) - 0.5, -0.5)  # first request on top, like the table
+    ax.set_xlim(-0.5, len(steps) - 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_xlabel("scheduler step (one schedule() call)")
+    ax.set_ylabel("request")
+    budget = steps[0].token_budget if steps else 0
+    ax.set_title(f"Who got how many tokens each step (token budget {budget})")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+              frameon=False)
+    return fig
+
+
+def budget_breakdown(
+    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
+) -> dict[str, list[int]]:
+    """Per step, the budget split into ``decode``, ``prefill``, ``recompute`` and ``left``
+    tokens; the four lists add up to ``token_budget`` at every step."""
+    parts: dict[str, list[int]] = {k: [] for k in ("decode", "prefill", "recompute", "left")}
+    for s, cells in zip(steps, split_prefill_decode(steps, requests), strict=True):
+        parts["decode"].append(sum(c.decode for c in cells.values()))
+        parts["prefill"].append(sum(c.prefill for c in cells.values()))
+        parts["recompute"].append(sum(c.recompute for c in cells.values()))
+        parts["left"].append(s.budget_left)
+    return parts
+
+
+def plot_budget_bars(
+    steps: Sequence[TraceStep],
+    requests: Sequence[TraceRequest] | Mapping[str, int],
+    ax: Axes | None = None,
+) -> Figure:
+    """One stacked bar per step: the token budget filled first by decodes, then by prefill
+    chunks (and recomputes), with what is left over drawn light. A full bar is a step where
+    chunked prefill used every token the budget allows."""
+    parts = budget_breakdown(steps, requests)
+    fig, ax = _figure_and_axes(ax, (_width(len(steps)), 3.2))
+    xs = [s.step for s in steps]
+    bottom = [0] * len(steps)
+    dense = len(steps) > 80  # thin bars: no gaps, edges or hatching, which would alias
+    for kind in ("decode", "prefill", "recompute", "left"):
+        heights = parts[kind]
+        if kind == "recompute" and not any(heights):
+            continue
+        outlined = kind == "left" and not dense
+        ax.bar(xs, heights, bottom=bottom, width=1.0 if dense else 0.8, color=COLORS[kind],
+               label=LABELS[kind], edgecolor="0.6" if outlined else "none",
+               linewidth=0.5 if outlined else 0, hatch="//" if outlined else None)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    if steps:
+        ax.axhline(steps[0].token_budget, color="0.3", linestyle="--", linewidth=1,
+                   label="token budget (max_num_batched_tokens)")
+        ax.set_xlim(steps[0].step - 0.6, steps[-1].step + 0.6)
+        ax.set_ylim(0, steps[0].token_budget * 1.08)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("scheduler step (one schedule() call)")
+    ax.set_ylabel("tokens in the step")
+    ax.set_title("How each step's token budget is spent")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def plot_trace_overview(
+    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
+) -> Figure:
+    """Timeline above budget bars, sharing the step axis: the widget's picture."""
+    n_req = len(_request_order(steps))
+    fig = Figure(figsize=(_width(len(steps), extra=3.0), 0.32 * n_req + 4.4),
+                 layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[max(n_req, 2), 4])
+    plot_trace_timeline(steps, requests, ax=top)
+    plot_budget_bars(steps, requests, ax=bottom)
+    top.set_xlabel("")
+    return fig
+
+
+def plot_kv_blocks(
+    steps: Sequence[TraceStep], num_blocks: int | None = None, ax: Axes | None = None
+) -> Figure:
+    """Free KV blocks after every step, with each preemption marked. When the line reaches
+    zero, the next request that needs a new block forces the scheduler to preempt the
+    newest running request, whose freed blocks make the line jump back up."""
+    fig, ax = _figure_and_axes(ax, (_width(len(steps), 0.2), 3.2))
+    xs = [s.step for s in steps]
+    ax.step(xs, [s.num_free_blocks for s in steps], where="mid", color="tab:green",
+            marker="o", markersize=3, label="free KV blocks (after the step)")
+    if num_blocks is not None:
+        ax.axhline(num_blocks, color="0.3", linestyle="--", linewidth=1,
+                   label=f"num_blocks = {num_blocks}")
+    ax.axhline(0, color="0.6", linewidth=0.8)
+    first = True
+    for s in steps:
+        if s.preempted:
+            ax.axvline(s.step, color=COLORS["recompute"], linestyle=":", linewidth=1.5,
+                       label="preemption" if first else None)
+            ax.annotate("preempt " + ", ".join(s.preempted), (s.step, s.num_free_blocks),
+                        xytext=(4, 8), textcoords="offset points", fontsize=8,
+                        color=COLORS["recompute"])
+            first = False
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("scheduler step (one schedule() call)")
+    ax.set_ylabel("free KV blocks")
+    ax.set_title("KV cache: free blocks per step; preemption when they run out")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def computed_tokens_history(
+    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
+) -> dict[str, list[int | None]]:
+    """``num_computed_tokens`` of every request after every step (None before it arrives or
+    after it finished; the finishing step itself is included)."""
+    ids = _request_order(steps)
+    hist: dict[str, list[int | None]] = {rid: [None] * len(steps) for rid in ids}
+    computed: dict[str, int] = {}
+    done: set[str] = set()
+    for k, (s, cells) in enumerate(zip(steps, split_prefill_decode(steps, requests),
+                                       strict=True)):
+        for rid in s.preempted:
+            computed[rid] = 0
+        for rid, cell in cells.items():
+            computed[rid] = computed.get(rid, 0) + cell.total
+        for rid in computed:
+            if rid not in done:
+                hist[rid][k] = computed[rid]
+        done.update(s.finished)
+    return hist
+
+
+def plot_computed_tokens(
+    steps: Sequence[TraceStep],
+    requests: Sequence[TraceRequest] | Mapping[str, int],
+    ax: Axes | None = None,
+) -> Figure:
+    """``num_computed_tokens`` per request over the steps. A chunked prefill climbs in
+    chunk-sized stairs, a decode by one per step; a preemption drops the line to zero and
+    the climb back is the recompute (vLLM V1 preempts by recomputation, not swapping)."""
+    hist = computed_tokens_history(steps, requests)
+    fig, ax = _figure_and_axes(ax, (_width(len(steps), 0.2), 3.6))
+    xs = [s.step for s in steps]
+    styles = ["-", "--", ":", "-."]
+    for i, (rid, ys) in enumerate(hist.items()):
+        pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+        # Thinner lines on top of thicker ones: requests with equal histories stay visible.
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=rid,
+                linestyle=styles[i % len(styles)], linewidth=max(1.2, 4.5 - 1.3 * (i % 4)))
+    px = [s.step for s in steps for _ in s.preempted]
+    if px:
+        ax.scatter(px, [0] * len(px), marker="x", s=60, color=COLORS["preempted"], zorder=3,
+                   label="preempted (back to 0)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("scheduler step (one schedule() call)")
+    ax.set_ylabel("num_computed_tokens (after step)")
+    ax.set_title("Each request's num_computed_tokens: chunks, decodes, recompute")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig

@@ -1,0 +1,311 @@
+"""Plots and the trace panel: every picture is checked against the trace data it draws,
+and the panel's plain function at its slider extremes."""
+
+from __future__ import annotations
+
+import html
+import subprocess
+import sys
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.container import BarContainer
+from matplotlib.figure import Figure
+
+from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest, run_trace, viz, widgets
+from chunkprefill.trace import seed_trace_requests
+
+DECODES = [f"D{i}" for i in range(1, 7)]
+
+
+@pytest.fixture(scope="module")
+def seed():
+    reqs = seed_trace_requests()
+    steps = run_trace(reqs, SchedulerConfig(16, 16), CacheConfig(16, 1000))
+    return reqs, steps
+
+
+@pytest.fixture(scope="module")
+def preemption():
+    """12 blocks of 4 slots; three requests that grow to 6 blocks each cannot all stay."""
+    reqs = [TraceRequest(r, 8, 16) for r in "ABC"]
+    steps = run_trace(reqs, SchedulerConfig(32, 4, max_model_len=64), CacheConfig(4, 12))
+    return reqs, steps
+
+
+def bars(ax, label):
+    (c,) = [c for c in ax.containers if isinstance(c, BarContainer) and c.get_label() == label]
+    return [p.get_height() for p in c.patches]
+
+
+# ----------------------------------------------------------------------------- split
+
+
+def test_split_prefill_decode_seed(seed):
+    reqs, steps = seed
+    split = viz.split_prefill_decode(steps, reqs)
+    for k in range(2, 6):
+        assert split[k]["P"] == viz.TokenSplit(prefill=10, decode=0)
+        assert all(split[k][d] == viz.TokenSplit(0, 1) for d in DECODES)
+    assert split[6]["P"] == viz.TokenSplit(0, 1)  # the fifth step is P's first decode
+    assert split[0]["D1"] == viz.TokenSplit(1, 0)  # a decode's 1-token prompt, at step 0
+    # Every scheduled token is counted exactly once.
+    for s, cells in zip(steps, split, strict=True):
+        assert {r: c.total for r, c in cells.items()} == s.num_scheduled_tokens
+
+
+def test_split_accepts_prompt_length_mapping_and_checks_it(seed):
+    reqs, steps = seed
+    lens = {r.request_id: r.prompt_len for r in reqs}
+    assert viz.split_prefill_decode(steps, lens) == viz.split_prefill_decode(steps, reqs)
+    for wrong in (30, 50):
+        with pytest.raises(ValueError, match="prompt lengths"):
+            viz.split_prefill_decode(steps, {**lens, "P": wrong})
+    with pytest.raises(ValueError, match="no prompt length"):
+        viz.split_prefill_decode(steps, {"D1": 1})
+
+
+def test_split_marks_recompute_after_preemption(preemption):
+    reqs, steps = preemption
+    (k,) = [s.step for s in steps if s.preempted]
+    assert steps[k].preempted == ["C"]
+    # C had computed 16 tokens (8 prompt + 8 fed-back outputs) when it was preempted.
+    back = next(s.step for s in steps if s.step > k and "C" in s.num_scheduled_tokens)
+    n = steps[back].num_scheduled_tokens["C"]
+    cell = viz.split_prefill_decode(steps, reqs)[back]["C"]
+    assert cell == viz.TokenSplit(prefill=0, decode=1, recompute=n - 1) and n == 17
+    assert cell.kind == "recompute"
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def test_timeline_cells_match_trace(seed):
+    reqs, steps = seed
+    fig = viz.plot_trace_timeline(steps, reqs)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    ids = [t.get_text() for t in ax.get_yticklabels()]
+    assert ids == [*DECODES, "P"]
+    grid = np.asarray(ax.images[0].get_array())
+    assert grid.shape == (7, len(steps))
+    code = {k: i for i, k in enumerate(viz.TIMELINE_KINDS)}
+    for j, s in enumerate(steps):
+        for i, rid in enumerate(ids):
+            if rid in s.num_scheduled_tokens:
+                assert grid[i, j] in (code["prefill"], code["decode"])
+            elif rid in s.waiting or rid in s.running:
+                assert grid[i, j] in (code["waiting"], code["stalled"])
+            else:
+                assert grid[i, j] == code["absent"]
+    assert grid[6, 2:6].tolist() == [code["prefill"]] * 4 and grid[6, 6] == code["decode"]
+    # One number per scheduled cell, equal to the trace's token count.
+    texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text()
+             for t in ax.texts}
+    expected = {(s.step, ids.index(r)): str(n) for s in steps
+                for r, n in s.num_scheduled_tokens.items()}
+    assert texts == expected
+
+
+def test_timeline_marks_waiting_stalled_and_preempted(preemption):
+    reqs, steps = preemption
+    fig = viz.plot_trace_timeline(steps, reqs, annotate=False)
+    ax = fig.axes[0]
+    assert not ax.texts
+    grid = np.asarray(ax.images[0].get_array())
+    code = {k: i for i, k in enumerate(viz.TIMELINE_KINDS)}
+    k = next(s.step for s in steps if s.preempted)
+    assert grid[2, k] == code["waiting"]  # C is back in the queue
+    assert code["recompute"] in grid[2].tolist()
+    (marks,) = ax.collections[-1:]
+    assert marks.get_offsets().tolist() == [[k, 2]]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "preempted" in labels and viz.LABELS["recompute"] in labels
+
+
+def test_timeline_shows_stalled_running_requests():
+    # Budget 2, three running 1-token decodes: the third gets nothing some steps.
+    reqs = [TraceRequest(r, 1, 3) for r in "ABC"]
+    steps = run_trace(reqs, SchedulerConfig(2, 2, max_model_len=64), CacheConfig(16, 10))
+    _, kinds, tokens = viz.timeline_grid(steps, reqs)
+    code = {k: i for i, k in enumerate(viz.TIMELINE_KINDS)}
+    assert (kinds == code["waiting"]).sum() == sum(
+        len([r for r in s.waiting if r not in s.num_scheduled_tokens]) for s in steps)
+    assert tokens.sum() == sum(sum(s.num_scheduled_tokens.values()) for s in steps)
+
+
+def test_plots_need_a_prefix_of_the_trace(seed):
+    reqs, steps = seed
+    for bad in ([steps[0], steps[2]], steps[2:7]):
+        with pytest.raises(ValueError, match="prefix"):
+            viz.plot_trace_timeline(bad, reqs)
+    ax = viz.plot_trace_timeline(steps[:7], reqs).axes[0]  # a prefix is fine
+    assert ax.get_xlim() == (-0.5, 6.5) and np.asarray(ax.images[0].get_array()).shape == (7, 7)
+
+
+def test_budget_bars_match_trace(seed):
+    reqs, steps = seed
+    fig = viz.plot_budget_bars(steps, reqs)
+    ax = fig.axes[0]
+    decode = bars(ax, viz.LABELS["decode"])
+    prefill = bars(ax, viz.LABELS["prefill"])
+    left = bars(ax, viz.LABELS["left"])
+    assert len(decode) == len(prefill) == len(left) == len(steps)
+    for s, d, p, lo in zip(steps, decode, prefill, left, strict=True):
+        assert d + p == sum(s.num_scheduled_tokens.values())
+        assert lo == s.token_budget - sum(s.num_scheduled_tokens.values())
+    assert decode[2:6] == [6] * 4 and prefill[2:6] == [10] * 4 and left[2:6] == [0] * 4
+    assert prefill[6] == 0 and decode[6] == 7  # P decodes with the others
+    assert ax.lines[0].get_ydata()[0] == 16  # the budget line
+    assert not [c for c in ax.containers if c.get_label() == viz.LABELS["recompute"]]
+
+
+def test_budget_bars_count_recompute(preemption):
+    reqs, steps = preemption
+    parts = viz.budget_breakdown(steps, reqs)
+    for k, s in enumerate(steps):
+        assert sum(parts[x][k] for x in parts) == s.token_budget
+    assert sum(parts["recompute"]) == 16
+    ax = viz.plot_budget_bars(steps, reqs).axes[0]
+    assert sum(bars(ax, viz.LABELS["recompute"])) == 16
+
+
+def test_kv_blocks_plot(preemption):
+    reqs, steps = preemption
+    ax = viz.plot_kv_blocks(steps, num_blocks=12).axes[0]
+    line = ax.lines[0]
+    assert list(line.get_ydata()) == [s.num_free_blocks for s in steps]
+    preempt_steps = [s.step for s in steps if s.preempted]
+    vlines = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+    assert [ln.get_xdata()[0] for ln in vlines] == preempt_steps
+    assert [t.get_text() for t in ax.texts] == ["preempt C"]
+    assert min(s.num_free_blocks for s in steps[: preempt_steps[0]]) == 0  # it ran out first
+
+
+def test_computed_tokens_history_and_plot(preemption):
+    reqs, steps = preemption
+    hist = viz.computed_tokens_history(steps, reqs)
+    for k, s in enumerate(steps):
+        for rid, c in s.num_computed_tokens.items():
+            assert hist[rid][k] == c
+    k = next(s.step for s in steps if s.preempted)
+    assert hist["C"][k - 1] == 16 and hist["C"][k] == 0
+    ax = viz.plot_computed_tokens(steps, reqs).axes[0]
+    assert [ln.get_label() for ln in ax.lines] == ["A", "B", "C"]
+    assert list(ax.lines[2].get_ydata()) == [v for v in hist["C"] if v is not None]
+
+
+def test_plots_draw_on_given_axes_and_leave_pyplot_alone(seed, preemption):
+    reqs, steps = seed
+    before = plt.get_fignums()
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert viz.plot_trace_timeline(steps, reqs, ax=ax) is fig
+    assert isinstance(viz.plot_trace_overview(steps, reqs), Figure)
+    assert isinstance(viz.plot_kv_blocks(preemption[1]), Figure)
+    assert plt.get_fignums() == before
+
+
+def test_viz_and_widgets_import_no_torch():
+    code = ("import sys, chunkprefill.viz, chunkprefill.widgets; "
+            "assert 'torch' not in sys.modules; assert 'ipywidgets' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------------------- panel
+
+
+def chunks_of_p(table: str) -> str:
+    return table.splitlines()[0]
+
+
+def test_panel_update_default_is_the_seed():
+    table, fig, error = widgets.trace_panel_update(16, 6, 40, 0)
+    assert error is None and isinstance(fig, Figure)
+    assert chunks_of_p(table) == ("P's prompt ran as 4 chunk(s) [10, 10, 10, 10] in steps 2-5; "
+                                  "its first decode is step 6.")
+    rows = table.splitlines()[2:]
+    assert rows[0].split() == ["step", *DECODES, "P", "used", "left"]
+    assert rows[3].split() == ["2", "1", "1", "1", "1", "1", "1", "10", "16", "0"]
+
+
+def test_panel_update_smallest_budget():
+    # Budget 1 means max_num_seqs 1: one request at a time, P's prompt one token per step.
+    table, fig, error = widgets.trace_panel_update(1, 2, 5, 0)
+    assert error is None and fig is not None
+    assert chunks_of_p(table).startswith("P's prompt ran as 5 chunk(s) [1, 1, 1, 1, 1]")
+    assert "more steps" in table  # 2 * 20 + 5 + 3 steps > 30 rows
+
+
+def test_panel_update_largest_values():
+    lo, hi = widgets.THRESHOLD_RANGE
+    table, _, error = widgets.trace_panel_update(
+        widgets.BUDGET_RANGE[1], widgets.DECODES_RANGE[1], widgets.PROMPT_RANGE[1], hi)
+    assert error is None
+    assert chunks_of_p(table).startswith("P's prompt ran as 2 chunk(s) [64, 64]")
+    table, _, _ = widgets.trace_panel_update(widgets.BUDGET_RANGE[1], 16, 128, lo)
+    assert chunks_of_p(table).startswith("P's prompt ran as 2 chunk(s) [112, 16]")  # 128 - 16
+
+
+def test_panel_update_threshold_spares_a_lone_prompt():
+    capped, _, _ = widgets.trace_panel_update(64, 2, 40, 8)
+    alone, _, _ = widgets.trace_panel_update(64, 0, 40, 8)
+    assert "[8, 8, 8, 8, 8]" in chunks_of_p(capped)
+    assert "1 chunk(s) [40]" in chunks_of_p(alone)
+    assert alone.splitlines()[2].split() == ["step", "P", "used", "left"]
+
+
+def test_panel_update_chunking_off_too_small_budget_gives_schedulers_error():
+    table, fig, error = widgets.trace_panel_update(16, 6, 40, 0, chunked=False)
+    assert table == "" and fig is None
+    with pytest.raises(ValueError) as e:
+        SchedulerConfig(max_num_batched_tokens=16, max_num_seqs=16,
+                        enable_chunked_prefill=False, max_model_len=43)
+    assert error == str(e.value)
+    assert "enable_chunked_prefill" in error and "max_model_len (43)" in error
+
+
+def test_panel_update_chunking_off_large_budget_runs_p_in_one_step():
+    table, fig, error = widgets.trace_panel_update(64, 6, 40, 0, chunked=False)
+    assert error is None and fig is not None
+    assert "1 chunk(s) [40] in step 2; its first decode is step 3" in chunks_of_p(table)
+
+
+def test_panel_config_derivation():
+    c = widgets.trace_scheduler_config(200, 6, 40, 0, True)
+    assert c.max_num_seqs == 128 and c.max_model_len == widgets.CHUNKED_MAX_MODEL_LEN
+    c = widgets.trace_scheduler_config(64, 6, 40, 0, False)
+    assert c.max_num_seqs == 64 and c.max_model_len == 43
+    c = widgets.trace_scheduler_config(64, 6, 4, 0, False)
+    assert c.max_model_len == 21  # the decodes (1 + 20 tokens) are the longest
+
+
+def test_trace_panel_builds_and_rerenders():
+    ipywidgets = pytest.importorskip("ipywidgets")
+    panel = widgets.trace_panel()
+    assert isinstance(panel, ipywidgets.VBox)
+    top, image = panel.children
+    controls, text = top.children
+    by_name = {c.description: c for c in controls.children}
+    assert set(by_name) == {"token budget", "decodes", "prompt length (P)",
+                            "long_prefill threshold", "chunked prefill"}
+    sliders = [c for c in controls.children if isinstance(c, ipywidgets.IntSlider)]
+    assert len(sliders) == 4 and not any(s.continuous_update for s in sliders)
+    assert (by_name["token budget"].min, by_name["token budget"].max) == widgets.BUDGET_RANGE
+    assert "[10, 10, 10, 10]" in text.value and image.value[:4] == b"\x89PNG"
+
+    first_text, first_png = text.value, image.value
+    by_name["token budget"].value = 24
+    assert "[18, 18, 4]" in text.value and text.value != first_text
+    assert image.value != first_png and image.value[:4] == b"\x89PNG"
+
+    by_name["token budget"].value = 16
+    by_name["chunked prefill"].value = False
+    expected = widgets.trace_panel_update(16, 6, 40, 0, chunked=False)[2]
+    assert html.escape(expected) in text.value and image.value == b""
+    assert image.layout.display == "none"  # no broken image under the message
+
+    by_name["chunked prefill"].value = True
+    assert "[10, 10, 10, 10]" in text.value and image.value[:4] == b"\x89PNG"
+    assert image.layout.display is None
