@@ -84,7 +84,9 @@ class Scheduler:
                 f"prompt of request {rid!r} has {request.num_prompt_tokens} tokens; allowed: "
                 f"1 to max_model_len - 1 = {self.max_model_len - 1}"
             )
-        full_len = min(request.num_prompt_tokens + request.max_tokens, self.max_model_len)
+        # KV slots it can ever hold: every token but the last sampled one (never fed back),
+        # and at most max_model_len - 1 positions.
+        full_len = min(request.num_prompt_tokens + request.max_tokens - 1, self.max_model_len - 1)
         need = self.kv_cache_manager.num_blocks_needed(full_len)
         if need > self.cache_config.num_blocks:
             raise ValueError(

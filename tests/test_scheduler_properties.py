@@ -28,7 +28,7 @@ def workloads(draw):
                                    st.integers(0, 6)),                   # arrival step
                          min_size=1, max_size=8))
     # The cache can hold the largest request (else add_request rightly refuses it).
-    largest = max(min(p + o, max_model_len) for p, o, _ in reqs)
+    largest = max(min(p + o - 1, max_model_len - 1) for p, o, _ in reqs)
     num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
     if policy == "prefill_first":
         threshold = 0
