@@ -7,6 +7,7 @@ token's time is the end of the step that produced it, so TTFT and ITL come out w
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -126,17 +127,11 @@ class LLMEngine:
         if t <= self.clock:
             self.scheduler.add_request(req)
         else:
-            self._validate(req)
-            self._pending.append(req)
-            self._pending.sort(key=lambda r: r.arrival_time)
+            self.scheduler.check_request(req)  # fail now, not when it arrives
+            bisect.insort(self._pending, req, key=lambda r: r.arrival_time)
         self._all[rid] = req
         self._metrics[rid] = RequestMetrics(arrival_time=t)
         return rid
-
-    def _validate(self, req: Request) -> None:
-        """Run add_request's checks now, for a request that arrives later."""
-        probe = Scheduler(self.scheduler_config, self.cache_config)
-        probe.add_request(Request(req.request_id, req.prompt_token_ids, req.max_tokens))
 
     def has_unfinished_requests(self) -> bool:
         return bool(self._pending) or self.scheduler.has_unfinished_requests()
@@ -145,7 +140,7 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         """Admit arrivals, schedule, execute, update. Returns requests finished now."""
         while self._pending and self._pending[0].arrival_time <= self.clock:
-            self.scheduler.add_request(self._pending.pop(0))
+            self.scheduler.add_request(self._pending.pop(0))  # in arrival order
         if not self.scheduler.has_unfinished_requests():
             if self._pending:  # idle: jump to the next arrival
                 self.clock = self._pending[0].arrival_time

@@ -76,6 +76,14 @@ class Scheduler:
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
         """Queue a request (FCFS). Rejects what could never run, instead of hanging."""
+        self.check_request(request)
+        request.status = RequestStatus.WAITING
+        self.requests[request.request_id] = request
+        self.waiting.append(request)
+
+    def check_request(self, request: Request) -> None:
+        """``add_request``'s checks alone: a ``ValueError`` for a duplicate id, a prompt of
+        ``max_model_len`` tokens or more, or a request the whole cache could not hold."""
         rid = request.request_id
         if rid in self.requests:
             raise ValueError(f"request_id {rid!r} is already in the scheduler (duplicate)")
@@ -94,9 +102,6 @@ class Scheduler:
                 f"{self.cache_config.block_size}) but num_blocks is "
                 f"{self.cache_config.num_blocks}: the cache is too small for one request"
             )
-        request.status = RequestStatus.WAITING
-        self.requests[rid] = request
-        self.waiting.append(request)
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.waiting or self.running)
