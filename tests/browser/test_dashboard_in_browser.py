@@ -42,6 +42,8 @@ def lab(tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install "
                     "chromium); `make test` and .ci/run do this")
+    if not (ROOT / "notebooks" / NOTEBOOK).exists():
+        pytest.fail(f"notebooks/{NOTEBOOK} does not exist")
     tmp = tmp_path_factory.mktemp("lab")
     root = tmp / "notebooks"
     shutil.copytree(ROOT / "notebooks", root)
