@@ -23,6 +23,7 @@ import importlib.util
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 BACKENDS = ("torch", "triton")
 
@@ -258,38 +259,42 @@ def _torch_paged_attention(
     meta: AttentionMetadata,
     scale: float,
 ) -> torch.Tensor:
-    """Vectorised reference. Decodes (query_len 1) are the many, so they go as one padded
-    batch; prefill chunks are few per step (the token budget caps them), so each is one
-    dense masked attention. Math in float32, output in the query dtype."""
+    """Vectorised reference. Decodes (query_len 1) are the many, so they go as padded
+    batches of similar KV length; prefill chunks are few per step (the token budget caps
+    them), so each is one masked attention. Both gather K/V through the block table with
+    ``index_select`` and call ``scaled_dot_product_attention``."""
     _, num_q_heads, head_dim = query.shape
-    _, block_size, num_kv_heads, _ = k_cache.shape
+    num_blocks, block_size, num_kv_heads, _ = k_cache.shape
     group_size = num_q_heads // num_kv_heads
+    dev = query.device
     starts = meta.query_start_loc.tolist()
     seq_lens = meta.seq_lens.tolist()
     block_table = meta.block_table.long()
+    k_flat = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
+    v_flat = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
     out = torch.empty_like(query)
 
     decode_seqs = [b for b in range(meta.num_seqs) if starts[b + 1] - starts[b] == 1]
     for group in _length_buckets(decode_seqs, seq_lens):
-        num_dec = len(group)
-        idx = torch.tensor(group, device=query.device)  # (Bd,)
-        rows = meta.query_start_loc[idx].long()  # (Bd,) query row of each decode
-        lens = meta.seq_lens[idx].long()  # (Bd,)
+        n = len(group)
+        idx = torch.tensor(group, device=dev)  # (n,)
+        lens = meta.seq_lens[idx].long()  # (n,)
         max_len = max(seq_lens[b] for b in group)
-        n_blk = -(-max_len // block_size)
-        blocks = block_table[idx, :n_blk]  # (Bd, n_blk)
-        k = k_cache[blocks].reshape(num_dec, -1, num_kv_heads, head_dim)  # (Bd, n_blk*bs, Hkv, D)
-        v = v_cache[blocks].reshape(num_dec, -1, num_kv_heads, head_dim)  # (Bd, n_blk*bs, Hkv, D)
-        k, v = k[:, :max_len].float(), v[:, :max_len].float()  # (Bd, L, Hkv, D)
-        kv_in_seq = torch.arange(max_len, device=query.device)[None, :] < lens[:, None]  # (Bd, L)
-        # Padded slots may hold stale or NaN data: 0 * NaN = NaN, so zero V where masked.
-        v = torch.where(kv_in_seq[:, :, None, None], v, 0.0)
-        q = query[rows].float().reshape(num_dec, num_kv_heads, group_size, head_dim)
-        scores = torch.einsum("bhgd,blhd->bhgl", q, k) * scale  # (Bd, Hkv, g, L)
-        scores = scores.masked_fill(~kv_in_seq[:, None, None, :], float("-inf"))
-        probs = scores.softmax(dim=-1)
-        o = torch.einsum("bhgl,blhd->bhgd", probs, v)  # (Bd, Hkv, g, D)
-        out[rows] = o.reshape(num_dec, num_q_heads, head_dim).to(query.dtype)  # (Bd, Hq, D)
+        pos = torch.arange(max_len, device=dev)  # (L,)
+        kv_in_seq = pos[None, :] < lens[:, None]  # (n, L)
+        # Padded positions read the sequence's own slot 0 (finite data), then are masked:
+        # never a stale slot that might hold NaN (0 * NaN would poison the sum).
+        safe_pos = torch.where(kv_in_seq, pos[None, :], 0)  # (n, L)
+        slots = block_table[idx].gather(1, safe_pos // block_size) * block_size \
+            + safe_pos % block_size  # (n, L)
+        k = k_flat.index_select(0, slots.flatten()).view(n, max_len, num_kv_heads, head_dim)
+        v = v_flat.index_select(0, slots.flatten()).view(n, max_len, num_kv_heads, head_dim)
+        rows = meta.query_start_loc[idx].long()  # (n,) query row of each decode
+        q = query.index_select(0, rows).view(n, num_kv_heads, group_size, head_dim)
+        o = F.scaled_dot_product_attention(
+            q, k.transpose(1, 2), v.transpose(1, 2),  # (n, Hkv, g, D) x (n, Hkv, L, D)
+            attn_mask=kv_in_seq[:, None, None, :], scale=scale)  # (n, Hkv, g, D)
+        out[rows] = o.reshape(n, num_q_heads, head_dim).to(query.dtype)  # (n, Hq, D)
 
     for b in range(meta.num_seqs):
         q_len, kv_len = starts[b + 1] - starts[b], seq_lens[b]
@@ -297,17 +302,18 @@ def _torch_paged_attention(
             continue
         n_blk = -(-kv_len // block_size)
         blocks = block_table[b, :n_blk]  # (n_blk,)
-        k = k_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:kv_len].float()  # (L, Hkv, D)
-        v = v_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:kv_len].float()  # (L, Hkv, D)
-        q = query[starts[b] : starts[b + 1]].float()
-        q = q.reshape(q_len, num_kv_heads, group_size, head_dim)  # (q, Hkv, g, D)
-        scores = torch.einsum("qhgd,lhd->hgql", q, k) * scale  # (Hkv, g, q, L)
-        q_pos = kv_len - q_len + torch.arange(q_len, device=query.device)  # (q,)
-        causal = torch.arange(kv_len, device=query.device)[None, :] <= q_pos[:, None]  # (q, L)
-        probs = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        o = torch.einsum("hgql,lhd->qhgd", probs, v)  # (q, Hkv, g, D)
-        o = o.reshape(q_len, num_q_heads, head_dim)  # (q, Hq, D)
-        out[starts[b] : starts[b + 1]] = o.to(query.dtype)
+        k = k_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
+        v = v_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
+        q = query[starts[b] : starts[b + 1]].view(q_len, num_kv_heads, group_size, head_dim)
+        # Query i sits at position kv_len - q_len + i: the causal mask is a tril shifted to
+        # the end of the sequence's KV.
+        causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=dev).tril(kv_len - q_len)
+        o = F.scaled_dot_product_attention(
+            q.permute(1, 2, 0, 3),  # (Hkv, g, q, D)
+            k.transpose(0, 1)[:, None], v.transpose(0, 1)[:, None],  # (Hkv, 1, L, D)
+            attn_mask=causal, scale=scale)  # (Hkv, g, q, D)
+        out[starts[b] : starts[b + 1]] = o.permute(2, 0, 1, 3).reshape(
+            q_len, num_q_heads, head_dim).to(query.dtype)  # (q, Hq, D)
     return out
 
 
