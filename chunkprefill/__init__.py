@@ -11,21 +11,20 @@ from typing import Any
 
 from chunkprefill.config import CacheConfig, ModelConfig, SchedulerConfig
 from chunkprefill.kv_cache import BlockPool, KVCacheManager
-from chunkprefill.request import Request, RequestStatus
+from chunkprefill.request import Request, RequestStatus, SamplingParams
 from chunkprefill.scheduler import Scheduler, SchedulerOutput
 from chunkprefill.trace import TraceRequest, TraceStep, format_trace_table, run_trace
 
 _LAZY = {
     "ToyTransformer": "chunkprefill.model",
     "LLMEngine": "chunkprefill.engine",
-    "SamplingParams": "chunkprefill.engine",
     "RequestOutput": "chunkprefill.engine",
 }
 
 __all__ = [
     "BlockPool", "CacheConfig", "KVCacheManager", "ModelConfig", "Request", "RequestStatus",
-    "Scheduler", "SchedulerConfig", "SchedulerOutput", "TraceRequest", "TraceStep",
-    "format_trace_table", "run_trace",
+    "SamplingParams", "Scheduler", "SchedulerConfig", "SchedulerOutput", "TraceRequest",
+    "TraceStep", "format_trace_table", "run_trace",
 ]
 
 

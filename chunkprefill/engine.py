@@ -15,26 +15,9 @@ from typing import Any, Protocol
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.metrics import RequestMetrics, summarize
-from chunkprefill.request import Request
+from chunkprefill.request import Request, SamplingParams
 from chunkprefill.scheduler import Scheduler, SchedulerOutput
 from chunkprefill.timing import Timer
-
-
-@dataclass
-class SamplingParams:
-    """Greedy when ``temperature == 0``; else softmax sampling seeded by ``seed``."""
-
-    max_tokens: int = 16
-    temperature: float = 0.0
-    seed: int | None = None
-    eos_token_id: int | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
-                or self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
-        if not self.temperature >= 0.0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
 
 
 @dataclass
@@ -122,8 +105,7 @@ class LLMEngine:
         if t < 0:
             raise ValueError(f"arrival_time must be >= 0, got {t}")
         req = Request(rid, list(prompt_token_ids), max_tokens=params.max_tokens, arrival_time=t,
-                      eos_token_id=params.eos_token_id)
-        req.sampling_params = params  # type: ignore[attr-defined]
+                      eos_token_id=params.eos_token_id, sampling_params=params)
         if t <= self.clock:
             self.scheduler.add_request(req)
         else:

@@ -73,7 +73,7 @@ class ModelExecutor:
                 for i, (rid, _) in enumerate(sampling)}, None
 
     def _sample(self, request: Request, logits: torch.Tensor) -> int:
-        params = getattr(request, "sampling_params", None)
+        params = request.sampling_params
         temperature = params.temperature if params is not None else 0.0
         if temperature == 0.0:
             return int(torch.argmax(logits))

@@ -20,6 +20,23 @@ class RequestStatus(enum.Enum):
         return self in (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
 
 
+@dataclass
+class SamplingParams:
+    """Greedy when ``temperature == 0``; else softmax sampling seeded by ``seed``."""
+
+    max_tokens: int = 16
+    temperature: float = 0.0
+    seed: int | None = None
+    eos_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
+                or self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        if not self.temperature >= 0.0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
+
+
 @dataclass(eq=False)
 class Request:
     """One generation request. ``eq=False``: requests compare by identity, as the
@@ -34,6 +51,7 @@ class Request:
     num_computed_tokens: int = 0
     status: RequestStatus = RequestStatus.WAITING
     num_preemptions: int = 0
+    sampling_params: SamplingParams | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.request_id, str) or not self.request_id:
