@@ -1,0 +1,229 @@
+"""The latency plots and the chunk-size dashboard: each picture is checked against the data
+it draws, and the dashboard's plain update function at every slider's extremes (on the
+tiny model, so a measured run takes milliseconds)."""
+
+from __future__ import annotations
+
+import html
+from types import SimpleNamespace
+
+import matplotlib.colors
+import numpy as np
+import pytest
+import torch
+from matplotlib.collections import EventCollection
+from matplotlib.container import BarContainer
+from matplotlib.figure import Figure
+
+from chunkprefill import ModelConfig, SchedulerConfig, viz, widgets
+from chunkprefill.experiments import BudgetPoint, MixedWorkload
+from chunkprefill.metrics import RequestMetrics
+
+BASE = MixedWorkload(num_decodes=3, decode_prompt_len=4, decode_output_len=4, num_long=2,
+                     long_prompt_len=48, vocab_size=512, rate=1000.0)
+PRE_BUDGETS = (16, 32, 64)
+
+
+@pytest.fixture(scope="module")
+def data():
+    torch.set_num_threads(1)
+    d = widgets.ChunkDashboardData(BASE, ModelConfig.tiny())
+    d.precompute(budgets=PRE_BUDGETS, progress=False)
+    return d
+
+
+def png_ok(b):
+    return isinstance(b, bytes | memoryview) and bytes(b[:4]) == b"\x89PNG"
+
+
+# ----------------------------------------------------------------------------- plots
+
+METRICS = {
+    "d0": RequestMetrics(0.0, [0.1, 0.2, 0.3, 0.9, 1.0]),
+    "L0": RequestMetrics(0.15, [0.9, 1.0]),
+    "d1": RequestMetrics(0.05, [0.2, 0.3, 0.9]),
+}
+
+
+def test_token_times_draws_every_token_and_wait():
+    ax = viz.plot_token_times(METRICS, highlight=["L0"]).axes[0]
+    rows = [c for c in ax.collections if isinstance(c, EventCollection)]
+    assert [list(c.get_positions()) for c in rows] == [m.token_times for m in METRICS.values()]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["d0", "L0", "d1"]
+    assert matplotlib.colors.same_color(rows[1].get_color(), viz.LONG_COLOR)
+    waits = ax.collections[len(rows)].get_segments()  # arrival -> first token
+    assert [(s[0][0], s[1][0]) for s in waits] == [(0.0, 0.1), (0.15, 0.9), (0.05, 0.2)]
+
+
+def test_latency_cdf_marks_percentiles():
+    vals = {"a": np.arange(1, 101) / 1e3, "b": [0.5, 0.5]}
+    ax = viz.plot_latency_cdf(vals, "ITL").axes[0]
+    marks = [ln for ln in ax.lines if ln.get_marker() in ("o", "^")]
+    p50, p99 = float(np.percentile(np.arange(1, 101), 50)), float(np.percentile(
+        np.arange(1, 101), 99))
+    assert marks[0].get_xydata().tolist() == [[p50, 0.5]]
+    assert marks[1].get_xydata().tolist() == [[p99, 0.99]]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0] == f"a: P50 {p50:.0f}, P99 {p99:.0f} ms" and labels[1].startswith("b: P50 500")
+    curve = ax.lines[0]
+    assert curve.get_ydata()[0] == 0 and curve.get_ydata()[-1] == 1.0
+
+
+def test_budget_sweep_plot_and_the_no_chunk_point():
+    pts = [BudgetPoint(64, 0.01, 0.02, 0.5, 0.9), BudgetPoint(16, 0.005, 0.01, 1.0, 2.0),
+           BudgetPoint(None, 0.05, 0.3, 0.3, 0.4)]
+    ax = viz.plot_budget_sweep(pts, current=16).axes[0]
+    p99 = next(ln for ln in ax.lines if ln.get_label() == "P99 ITL")
+    assert p99.get_xdata().tolist() == [16, 64] and p99.get_ydata().tolist() == [10, 20]
+    ttft = next(ln for ln in ax.lines if ln.get_label() == "median TTFT")
+    assert ttft.get_ydata().tolist() == [1000, 500]
+    off = [ln for ln in ax.lines if ln.get_mfc() == "white"]
+    assert sorted(ln.get_ydata()[0] for ln in off) == pytest.approx([300, 300, 400])
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "no\nchunking"
+    texts = " ".join(t.get_text() for t in ax.texts)
+    assert "lower P99 ITL" in texts and "lower TTFT" in texts  # the trade-off, named
+
+
+def test_step_tokens_bars_are_steps_on_the_clock():
+    steps = [SimpleNamespace(start_s=0.0, duration_s=0.1, num_decode_tokens=2,
+                             num_prefill_tokens=0, num_scheduled_tokens={"a": 1, "b": 1}),
+             SimpleNamespace(start_s=0.1, duration_s=0.5, num_decode_tokens=2,
+                             num_prefill_tokens=30, num_scheduled_tokens={"a": 1, "b": 1,
+                                                                          "L": 30})]
+    ax = viz.plot_step_tokens(steps, highlight=["L"]).axes[0]
+    bars = {c.get_label(): c for c in ax.containers if isinstance(c, BarContainer)}
+    assert [p.get_width() for p in bars["decode tokens"].patches] == [0.1, 0.5]
+    assert [p.get_x() for p in bars["decode tokens"].patches] == [0.0, 0.1]
+    assert [p.get_height() for p in bars["L"].patches] == [0, 30]
+    assert "other prefill" not in bars  # all prefill here belongs to L
+    plain = viz.plot_step_tokens(steps).axes[0]
+    assert [c.get_label() for c in plain.containers] == [viz.LABELS["decode"],
+                                                         viz.LABELS["prefill"]]
+
+
+def test_timing_plots_carry_their_timing_label():
+    n = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    t = [max(0.01, 0.0002 * x) for x in n]
+    ax = viz.plot_step_time_vs_tokens(n, t, "CPU timing, perf_counter").axes[0]
+    assert "CPU timing" in ax.get_title() and ax.lines[0].get_xdata().tolist() == n
+    assert any("knee ~50 tokens" in x.get_text() for x in ax.texts)
+    ax = viz.plot_chunking_overhead({256: 1.3, 512: 1.1}, 1024, "GPU timing").axes[0]
+    assert [p.get_height() for p in ax.patches] == [1.3, 1.1] and "GPU timing" in ax.get_title()
+    ax = viz.plot_tile_effect([240, 256, 272], [0.24, 0.256, 0.30], "X").axes[0]
+    assert ax.lines[0].get_ydata().tolist() == pytest.approx([1000, 1000, 1102.94], rel=1e-4)
+
+
+# ----------------------------------------------------------------------------- dashboard
+
+
+def test_precomputed_positions_are_read_not_measured(data):
+    for b in PRE_BUDGETS:
+        v = widgets.chunk_dashboard_update(data, b)
+        assert v.error is None and v.source == "precomputed" and png_ok(v.png)
+        assert v.png is data.pngs[data.key(b)]
+        assert f"budget {b}," in v.text and "CPU timing" in v.text
+    ref = data.reference_key(data.key(16))
+    assert ref.budget == 64 and not ref.chunked and ref in data.runs  # smallest budget >= 52
+    assert [p.budget for p in data.sweep_points(data.key(16))] == [16, 32, 64, None]
+
+
+def test_off_grid_position_is_measured_once_then_cached(data):
+    v = widgets.chunk_dashboard_update(data, 8, threshold=4)
+    assert v.error is None and v.source == "measured now" and png_ok(v.png)
+    assert "threshold 4" in v.text
+    again = widgets.chunk_dashboard_update(data, 8, threshold=4)
+    assert again.source == "precomputed" and again.png == v.png
+
+
+def test_smallest_budget():
+    # Separate data: measuring a new budget re-draws the row's panels (their sweep changed).
+    d = widgets.ChunkDashboardData(BASE, ModelConfig.tiny())
+    small = widgets.DASH_BUDGETS[0]
+    v = widgets.chunk_dashboard_update(d, small)
+    assert v.error is None and max(s.num_tokens for s in v.result.step_log) <= small
+    v1 = widgets.chunk_dashboard_update(d, 1)  # the smallest legal budget: one token a step
+    assert v1.error is None and max(s.num_tokens for s in v1.result.step_log) == 1
+    assert v1.result.scheduler_config.max_num_seqs == 1
+    assert d.key(small) in d.runs and not any(k.row == d.key(1).row and k.budget == small
+                                               for k in d.pngs)  # stale panel dropped
+
+
+def test_threshold_zero_and_max(data):
+    lo, hi = widgets.DASH_THRESHOLDS[0], widgets.DASH_THRESHOLDS[-1]
+    zero = widgets.chunk_dashboard_update(data, 32, threshold=lo)
+    # A threshold above every sequence never binds: the same run as threshold 0.
+    top = widgets.chunk_dashboard_update(data, 32, threshold=hi)
+    assert top.error is None and top.source == "precomputed" and top.result is zero.result
+    # With chunking off, max_model_len is the longest sequence (52): the scheduler refuses.
+    off = widgets.chunk_dashboard_update(data, 64, threshold=hi, chunked=False)
+    with pytest.raises(ValueError) as e:
+        SchedulerConfig(64, 64, enable_chunked_prefill=False, long_prefill_token_threshold=hi,
+                        max_model_len=52)
+    assert off.error == str(e.value) and off.png is None and off.source == "refused"
+
+
+def test_chunking_off_with_too_small_budget_gives_the_schedulers_error(data):
+    v = widgets.chunk_dashboard_update(data, 32, chunked=False)
+    with pytest.raises(ValueError) as e:
+        SchedulerConfig(32, 32, enable_chunked_prefill=False, max_model_len=52)
+    assert v.error == str(e.value) and "enable_chunked_prefill" in v.error
+    assert v.png is None and v.text == ""
+    ok = widgets.chunk_dashboard_update(data, 64, chunked=False)  # big enough: one step
+    assert ok.error is None and "chunking OFF" in ok.text
+    assert max(s.num_prefill_tokens for s in ok.result.step_log) >= 48
+
+
+@pytest.mark.parametrize("end", [0, -1])
+def test_workload_slider_extremes(data, end):
+    v = widgets.chunk_dashboard_update(
+        data, widgets.DASH_BUDGETS[end], long_prompt_len=widgets.DASH_LONG_LENS[end],
+        num_decodes=widgets.DASH_DECODES[end], rate=widgets.DASH_RATES[end])
+    assert v.error is None and png_ok(v.png)
+    wl = data.workload(widgets.DASH_LONG_LENS[end], widgets.DASH_DECODES[end],
+                       widgets.DASH_RATES[end])
+    assert len(v.result.outputs) == wl.num_decodes + wl.num_long
+    assert f"{wl.num_decodes} short requests" in v.text
+    assert f"{wl.long_prompt_len} tokens" in v.text
+
+
+def test_unknown_device_is_refused(data):
+    v = widgets.chunk_dashboard_update(data, 32, device="tpu · jax")
+    assert v.error is not None and "device" in v.error
+    assert widgets.available_devices()[-1] == "cpu · torch"
+
+
+def test_dashboard_figure_shows_sweep_cdfs_and_tokens(data):
+    fig = data.figure(data.key(32))
+    assert isinstance(fig, Figure) and len(fig.axes) == 4
+    sweep, itl, ttft, tokens = fig.axes
+    assert "trade-off" in sweep.get_title() and "ITL" in itl.get_title()
+    assert "TTFT" in ttft.get_title()
+    legend = [t.get_text() for t in itl.get_legend().get_texts()]
+    assert legend[0].startswith("budget 32:") and legend[1].startswith("no chunking (64):")
+    assert len([c for c in tokens.collections if isinstance(c, EventCollection)]) == 5
+    assert "CPU timing" in fig.get_suptitle()
+
+
+def test_dashboard_widget_builds_and_rerenders(data):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    panel = widgets.chunk_dashboard(data, budget=16)
+    (top, image) = panel.children
+    controls, text = top.children
+    first = controls.children[0]
+    assert isinstance(first, ipywidgets.SelectionSlider) and first.description == "token budget"
+    sliders = [c for c in controls.children if isinstance(c, ipywidgets.SelectionSlider)]
+    assert len(sliders) == 5 and not any(s.continuous_update for s in sliders)
+    assert {c.description for c in controls.children} >= {
+        "long_prefill threshold", "long prompt length", "short requests", "arrivals (req/s)",
+        "chunked prefill", "device · backend"}
+    assert png_ok(image.value) and "precomputed" in text.value
+    before = image.value
+    first.value = 32
+    assert png_ok(image.value) and image.value != before and "budget 32," in text.value
+    by_name = {c.description: c for c in controls.children}
+    by_name["chunked prefill"].value = False
+    expected = widgets.chunk_dashboard_update(data, 32, chunked=False).error
+    assert html.escape(expected) in text.value and image.value == b""
+    assert image.layout.display == "none"
+    first.value = 64
+    assert png_ok(image.value) and image.layout.display is None and "chunking OFF" in text.value

@@ -1,0 +1,171 @@
+"""The measured experiments on the tiny model: workloads are deterministic and valid, runs
+account for every token, and the sweeps return one value per setting. Timing values are
+machine-specific, so only their structure (and exact clock identities) is checked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from chunkprefill import ModelConfig, SchedulerConfig, ToyTransformer
+from chunkprefill.experiments import (
+    BudgetPoint,
+    MixedWorkload,
+    StallWorkload,
+    budget_sweep,
+    chunking_overhead,
+    fit_step_time,
+    mixed_scheduler_config,
+    run_mixed,
+    run_stall,
+    step_time_vs_tokens,
+    time_prefill_step,
+)
+
+SMALL = dict(num_decodes=4, decode_prompt_len=6, decode_output_len=5, num_long=2,
+             long_prompt_len=40, vocab_size=512, rate=500.0)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.set_num_threads(1)
+    return ToyTransformer(ModelConfig.tiny(), seed=0)
+
+
+# ----------------------------------------------------------------------------- workload
+
+
+def test_mixed_workload_is_deterministic_and_mixed():
+    wl = MixedWorkload(**SMALL)
+    reqs = wl.requests()
+    assert reqs == MixedWorkload(**SMALL).requests()
+    assert [r[0] for r in reqs if r[0].startswith("L")] == ["L0", "L1"]
+    assert sorted(r[0] for r in reqs if r[0].startswith("d")) == [f"d{i}" for i in range(4)]
+    arrivals = [r[1] for r in reqs]
+    assert arrivals[0] == 0.0 and arrivals == sorted(arrivals)
+    for rid, _, p, o in reqs:
+        if rid.startswith("L"):
+            assert (p, o) == (40, 4)
+        else:
+            assert 3 <= p <= 9 and 2 <= o <= 7  # uniform on [1/2, 3/2] x the mean
+    assert reqs[0][0].startswith("d")  # decodes are streaming before a long prompt comes
+    assert wl.max_seq_len == 44 >= max(p + o for _, _, p, o in reqs)  # 40 + 4
+    prompts = wl.prompts()
+    assert {len(v) for k, v in prompts.items() if k.startswith("L")} == {40}
+    assert all(0 <= t < 512 for v in prompts.values() for t in v)
+
+
+def test_rate_rescales_the_same_requests():
+    slow, fast = MixedWorkload(**{**SMALL, "rate": 10.0}), MixedWorkload(**{**SMALL, "rate": 40.0})
+    for a, b in zip(slow.requests(), fast.requests(), strict=True):
+        assert (a[0], a[2], a[3]) == (b[0], b[2], b[3])
+        assert a[1] == pytest.approx(4 * b[1])
+
+
+def test_long_burst_puts_long_prompts_back_to_back():
+    wl = MixedWorkload(num_decodes=12, num_long=3, long_burst=True, seed=3)
+    ids = [r[0] for r in wl.requests()]
+    at = [i for i, r in enumerate(ids) if r.startswith("L")]
+    assert at == list(range(at[0], at[0] + 3)) and at[0] >= len(ids) // 4
+
+
+@pytest.mark.parametrize("bad", [
+    {"num_decodes": -1}, {"num_long": 1.5}, {"long_prompt_len": 0}, {"rate": 0},
+    {"rate": float("inf")}, {"num_decodes": 0, "num_long": 0}, {"decode_output_len": True},
+])
+def test_mixed_workload_rejects_bad_values(bad):
+    with pytest.raises(ValueError):
+        MixedWorkload(**{**SMALL, **bad})
+
+
+def test_mixed_scheduler_config():
+    wl = MixedWorkload(**SMALL)
+    on = mixed_scheduler_config(wl, 32, threshold=8)
+    assert (on.max_num_batched_tokens, on.max_num_seqs, on.max_model_len) == (32, 32, 2048)
+    assert on.long_prefill_token_threshold == 8 and on.enable_chunked_prefill
+    off = mixed_scheduler_config(wl, 64, chunked=False)
+    assert off.max_model_len == wl.max_seq_len and not off.enable_chunked_prefill
+    with pytest.raises(ValueError, match="enable_chunked_prefill"):
+        mixed_scheduler_config(wl, 16, chunked=False)  # a 40-token prompt cannot fit
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def test_run_mixed_accounts_for_every_token(tiny):
+    wl = MixedWorkload(**SMALL)
+    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 16))
+    reqs = {rid: (t, p, o) for rid, t, p, o in wl.requests()}
+    assert [o.request_id for o in r.outputs] == list(reqs)
+    for o in r.outputs:
+        t, p, n = reqs[o.request_id]
+        assert len(o.output_token_ids) == n and o.metrics.arrival_time == t
+        assert len(o.metrics.token_times) == n and o.metrics.ttft > 0
+    assert sum(s.num_tokens for s in r.step_log) == sum(p + o - 1 for _, p, o in reqs.values())
+    assert max(s.num_tokens for s in r.step_log) <= 16
+    assert r.itl.size == sum(o - 1 for _, _, o in reqs.values())
+    assert r.long_ids == ["L0", "L1"] and r.long_ttft.size == 2
+    p = r.point()
+    assert isinstance(p, BudgetPoint) and p.budget == 16
+    assert p.p50_itl <= p.p99_itl and p.ttft_p50 <= p.ttft_p99
+    assert r.device == "cpu" and r.backend == "torch" and "budget 16" in r.label
+
+
+def test_run_mixed_without_chunking_runs_each_long_prompt_in_one_step(tiny):
+    wl = MixedWorkload(**SMALL)
+    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 64, chunked=False))
+    assert r.point().budget is None and r.label.startswith("no chunking")
+    for rid in r.long_ids:
+        chunks = [s.num_scheduled_tokens[rid] for s in r.step_log
+                  if s.num_scheduled_tokens.get(rid, 0) > 1]
+        assert chunks == [40]
+
+
+def test_run_mixed_threshold_caps_each_long_prompt(tiny):
+    wl = MixedWorkload(**{**SMALL, "long_burst": True, "rate": 1e4})
+    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 64, threshold=8))
+    for s in r.step_log:
+        if len(s.num_scheduled_tokens) > 1:
+            assert max(s.num_scheduled_tokens.values()) <= 8
+
+
+def test_run_stall_itl_of_each_decode_is_the_step_time(tiny):
+    wl = StallWorkload(num_decodes=4, decode_prompt_len=4, decode_output_len=10,
+                       long_prompt_len=48, long_arrival_steps=(3,), vocab_size=512)
+    r = run_stall(tiny, wl, SchedulerConfig(64, 16, enable_chunked_prefill=False,
+                                            max_model_len=64))
+    long_step = next(s for s in r.step_log if s.num_prefill_tokens == 48)
+    assert set(long_step.num_scheduled_tokens) == {"long0", "d0", "d1", "d2", "d3"}
+    for o in r.decode_outputs:  # every decode's gap at that step is the step's duration
+        t = o.metrics.token_times
+        k = t.index(long_step.end_s)
+        assert t[k] - t[k - 1] == pytest.approx(long_step.duration_s)
+    assert r.max_itl >= long_step.duration_s - 1e-12
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
+def test_sweeps_return_one_value_per_setting(tiny):
+    times = step_time_vs_tokens(tiny, [1, 8, 32], iters=1, warmup=0)
+    assert len(times) == 3 and all(t > 0 for t in times)
+    assert time_prefill_step(tiny, 16, kv_len=16, num_decodes=2, decode_kv_len=8,
+                             iters=1, warmup=0) > 0
+    oh = chunking_overhead(tiny, 48, [16, 48], iters=1, warmup=0)
+    assert set(oh) == {16, 48} and all(v > 0 for v in oh.values())
+    wl = StallWorkload(num_decodes=2, decode_prompt_len=4, decode_output_len=6,
+                       long_prompt_len=32, long_arrival_steps=(2,), vocab_size=512)
+    pts = budget_sweep(tiny, wl, [None, 16], max_model_len=64)
+    assert [p.budget for p in pts] == [None, 16]
+    assert all(p.p50_itl <= p.p99_itl for p in pts)
+
+
+def test_fit_step_time_recovers_flat_then_linear():
+    n = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
+    t = np.maximum(0.010, 0.0002 * n)  # flat 10 ms, then 0.2 ms/token: knee at 50 tokens
+    fixed, per_token = fit_step_time(n, t)
+    assert fixed == pytest.approx(0.010) and per_token == pytest.approx(0.0002)
+    assert fixed / per_token == pytest.approx(50)
+    with pytest.raises(ValueError):
+        fit_step_time([1, 2], [0.1, 0.2])
