@@ -1,15 +1,20 @@
-"""How long a slider move takes: times each dashboard's update function over a sweep of
-slider values and prints the median and max milliseconds per update.
+"""How long a slider move takes: for every dashboard, the FULL update a user waits for (the
+update function and the PNG the widget then shows), over a sweep of slider values; prints
+the median and max milliseconds per update.
 
-1. The trace panel (notebook 02): ``trace_panel_update`` (run the scheduler trace, build the
-   figure), and separately the PNG draw the widget then pays.
-2. The chunk-size dashboard (notebook 06): ``chunk_dashboard_update`` over the positions of
-   the precomputed sweep (what its sliders read; the sweep itself is measured first, with a
-   progress bar, and not timed), then, separately, positions outside it ("cold": measured on
-   the toy model and drawn on first visit).
+1. The trace panel (notebook 02), as its widget does it on a move: ``trace_panel_update``
+   (run the scheduler trace, redraw the panel's figure, which the panel keeps and passes
+   back as ``fig=``), then ``figure_png`` (draw it, encode the PNG). One update at the
+   default position comes first, untimed, as the panel's own first render does. For
+   reference, one more row: every position with a new figure each time (no ``fig=``).
+2. The chunk-size dashboard (notebook 06): ``chunk_dashboard_update``, whose result holds
+   the PNG bytes; over the positions of the precomputed sweep (what its sliders read; the
+   sweep itself is measured first, with a progress bar, and not timed), then positions
+   outside it ("COLD": measured on the toy model and drawn on first visit).
 
-The bar is 150 ms median per update. Timings are wall-clock on this machine, one torch thread
-(on a busy 2-core machine, OpenMP threads wait on each other and step times jump).
+The bar (issue 4) is 150 ms median per update for every slider's sweep. The COLD and the
+new-figure rows are shown, not judged. Timings are wall-clock on this machine, one torch
+thread (on a busy 2-core machine, OpenMP threads wait on each other and step times jump).
 Run: python benchmarks/widget_latency.py [--quick]"""
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 
 from chunkprefill import widgets
 
 BAR_MS = 150.0
+UNJUDGED = ("COLD", "(reference)")
 
 
 def time_updates(fn: Callable[[Any], object], values: Iterable[Any]) -> list[float]:
@@ -38,9 +45,26 @@ def time_updates(fn: Callable[[Any], object], values: Iterable[Any]) -> list[flo
 
 
 def report(rows: list[tuple[str, str, list[float]]]) -> None:
-    print(f"{'dashboard':<16} {'slider sweep':<46} {'n':>3} {'median ms':>10} {'max ms':>9}")
+    print(f"{'dashboard':<16} {'slider sweep (full update: compute + figure + PNG)':<58} "
+          f"{'n':>3} {'median ms':>10} {'max ms':>9}")
     for dash, slider, ms in rows:
-        print(f"{dash:<16} {slider:<46} {len(ms):3d} {np.median(ms):10.1f} {max(ms):9.1f}")
+        print(f"{dash:<16} {slider:<58} {len(ms):3d} {np.median(ms):10.1f} {max(ms):9.1f}")
+
+
+class TracePanelMove:
+    """What the trace panel's widget runs on a slider move (see ``widgets.trace_panel``):
+    the update, reusing the panel's figure, then the PNG for its ``Image``."""
+
+    def __init__(self, reuse: bool = True) -> None:
+        self.reuse = reuse
+        self.fig: Figure | None = None
+
+    def __call__(self, **values: Any) -> bytes | None:
+        _, fig, _ = widgets.trace_panel_update(**values, fig=self.fig if self.reuse else None)
+        if fig is None:  # refused: the panel shows the scheduler's message, no picture
+            return None
+        self.fig = fig
+        return widgets.figure_png(fig)
 
 
 def trace_panel_rows() -> list[tuple[str, str, list[float]]]:
@@ -52,15 +76,16 @@ def trace_panel_rows() -> list[tuple[str, str, list[float]]]:
         "threshold": list(range(widgets.THRESHOLD_RANGE[0], widgets.THRESHOLD_RANGE[1] + 1, 5)),
         "chunked": [False, True, False, True],
     }
-    rows, figs = [], []
+    move = TracePanelMove()
+    move(**base)  # the panel's first render, when it is displayed
+    rows = []
     for name, values in sweeps.items():
-        def update(v: Any, name: str = name) -> None:
-            _, fig, _ = widgets.trace_panel_update(**{**base, name: v})
-            figs.append(fig)
-        rows.append(("trace panel", f"{name}: trace_panel_update", time_updates(update, values)))
-    drawn = [f for f in figs if f is not None]
-    rows.append(("trace panel", "(+ PNG draw of those figures)",
-                 time_updates(widgets.figure_png, drawn[::3])))
+        ms = time_updates(lambda v, name=name: move(**{**base, name: v}), values)
+        rows.append(("trace panel", f"{name}", ms))
+    fresh = TracePanelMove(reuse=False)
+    every = [{**base, name: v} for name, values in sweeps.items() for v in values]
+    rows.append(("trace panel", "(reference) all of the above, a new figure each",
+                 time_updates(lambda kw: fresh(**kw), every)))
     return rows
 
 
@@ -71,25 +96,30 @@ def chunk_dashboard_rows(quick: bool) -> list[tuple[str, str, list[float]]]:
     data.precompute(budgets=widgets.DASH_BUDGETS, thresholds=thresholds)
     print(f"precomputed {len(data.runs)} measured runs and their panels in "
           f"{time.perf_counter() - t0:.0f} s (not part of the timings below)")
-    up = widgets.chunk_dashboard_update
+
+    def up(*args: Any, **kwargs: Any) -> widgets.DashboardView:
+        view = widgets.chunk_dashboard_update(data, *args, **kwargs)
+        assert view.error is not None or view.png, "a drawn position without its PNG"
+        return view
+
     rows: list[tuple[str, str, list[float]]] = []
     budgets = list(widgets.DASH_BUDGETS) * 2
     rows.append(("chunk dashboard", "token budget (precomputed)",
-                 time_updates(lambda b: up(data, b), budgets)))
+                 time_updates(lambda b: up(b), budgets)))
     rows.append(("chunk dashboard", "chunking off x budget (precomputed / refused)",
-                 time_updates(lambda b: up(data, b, chunked=False), widgets.DASH_BUDGETS)))
+                 time_updates(lambda b: up(b, chunked=False), widgets.DASH_BUDGETS)))
     if not quick:
         pos = [(b, t) for b in widgets.DASH_BUDGETS for t in widgets.DASH_THRESHOLDS]
         rows.append(("chunk dashboard", "threshold x budget (precomputed)",
-                     time_updates(lambda bt: up(data, bt[0], bt[1]), pos)))
-    sources = {up(data, b).source for b in widgets.DASH_BUDGETS}
+                     time_updates(lambda bt: up(bt[0], bt[1]), pos)))
+    sources = {up(b).source for b in widgets.DASH_BUDGETS}
     assert sources == {"precomputed"}, sources
     cold: list[float] = []
     for name, values in (("long_prompt_len", widgets.DASH_LONG_LENS),
                          ("num_decodes", widgets.DASH_DECODES), ("rate", widgets.DASH_RATES)):
         default = getattr(data.base, name)
         todo = [v for v in values if v != default][: 1 if quick else None]
-        cold += time_updates(lambda v, name=name: up(data, 256, **{name: v}), todo)
+        cold += time_updates(lambda v, name=name: up(256, **{name: v}), todo)
     rows.append(("chunk dashboard", "COLD: new workload, measured + drawn now", cold))
     return rows
 
@@ -105,11 +135,12 @@ def main() -> None:
     report(rows)
     print()
     for dash in dict.fromkeys(r[0] for r in rows):
-        warm = [ms for d, name, ms in rows if d == dash and not name.startswith(("COLD", "(+"))]
-        worst = max(np.median(ms) for ms in warm)
+        judged = [ms for d, name, ms in rows if d == dash and not name.startswith(UNJUDGED)]
+        worst = max(np.median(ms) for ms in judged)
+        slowest = max(max(ms) for ms in judged)
         verdict = "yes" if worst <= BAR_MS else "NO"
-        print(f"{dash}: every update function <= {BAR_MS:.0f} ms median (worst slider "
-              f"{worst:.1f} ms): {verdict}")
+        print(f"{dash}: every slider's full update <= {BAR_MS:.0f} ms median (worst slider "
+              f"{worst:.1f} ms median; slowest single update {slowest:.1f} ms): {verdict}")
 
 
 if __name__ == "__main__":

@@ -13,9 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.colors import ListedColormap
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import ListedColormap, to_rgba
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
@@ -182,22 +185,52 @@ def timeline_grid(
     return ids, kinds, tokens
 
 
-def plot_trace_timeline(
-    steps: Sequence[TraceStep],
-    requests: Sequence[TraceRequest] | Mapping[str, int],
-    request_ids: Sequence[str] | None = None,
-    ax: Axes | None = None,
-    annotate: bool | None = None,
-) -> Figure:
-    """The seed's table as a picture: one row per request, one column per step, a coloured
-    cell wherever the request got tokens (the number in it is how many). Colour says what
-    the tokens were: a prefill chunk, a decode, or a recompute after preemption. A grey cell
-    is a request waiting in the queue, a sand one a running request that got no tokens
-    (budget spent before its turn); an ``x`` marks a preemption. ``annotate`` (default: when
-    there are at most 40 steps) writes the token counts into the cells. ``steps`` is a
-    ``run_trace`` result or a prefix of it."""
+class CellNumbers(Artist):
+    """Short strings centred on data points, drawn as one artist: the token counts in a
+    timeline's cells. Hundreds of ``Text`` artists would each be built, laid out and
+    measured; this one measures each distinct string once per draw and hands the renderer
+    the strings directly. ``positions`` is ``(n, 2)`` in data coordinates, ``labels`` the n
+    strings."""
+
+    def __init__(self, positions: Any, labels: Sequence[str], fontsize: float = 8,
+                 color: Any = "white") -> None:
+        super().__init__()
+        self.positions = np.asarray(positions, dtype=float).reshape(-1, 2)
+        self.labels = [str(s) for s in labels]
+        if len(self.labels) != len(self.positions):
+            raise ValueError("one label per position")
+        self.color = to_rgba(color)
+        self.prop = FontProperties(size=fontsize)
+        self.set_in_layout(False)  # a layout engine need not measure hundreds of labels
+
+    def draw(self, renderer: Any) -> None:
+        if not self.get_visible() or not self.labels:
+            return
+        xy = self.get_transform().transform(self.positions)
+        size = {s: renderer.get_text_width_height_descent(s, self.prop, ismath=False)
+                for s in set(self.labels)}
+        _, canvas_h = renderer.get_canvas_width_height()
+        renderer.open_group("cell_numbers", gid=self.get_gid())
+        gc = renderer.new_gc()
+        gc.set_foreground(self.color, isRGBA=True)
+        gc.set_alpha(self.get_alpha())
+        self._set_gc_clip(gc)
+        for (x, y), s in zip(xy, self.labels, strict=True):
+            w, h, d = size[s]
+            baseline = y - h / 2 + d  # centred like Text(ha="center", va="center")
+            renderer.draw_text(gc, x - w / 2, canvas_h - baseline if renderer.flipy()
+                               else baseline, s, self.prop, 0.0, ismath=False)
+        gc.restore()
+        renderer.close_group("cell_numbers")
+        self.stale = False
+
+
+def _draw_timeline(ax: Axes, steps: Sequence[TraceStep],
+                   requests: Sequence[TraceRequest] | Mapping[str, int],
+                   request_ids: Sequence[str] | None, annotate: bool | None) -> list[Any]:
+    """Draw the timeline on ``ax`` (one image, two line collections for the white gaps, one
+    ``CellNumbers``, one scatter for preemptions); returns the legend handles."""
     ids, kinds, tokens = timeline_grid(steps, requests, request_ids)
-    fig, ax = _figure_and_axes(ax, (_width(len(steps)), 0.45 * len(ids) + 1.8))
     if annotate is None:
         annotate = len(steps) <= _ANNOTATE_MAX_STEPS
     cmap = ListedColormap([COLORS[k] for k in TIMELINE_KINDS])
@@ -210,16 +243,15 @@ def plot_trace_timeline(
         ax.hlines(np.arange(len(ids) + 1) - 0.5, -0.5, len(steps) - 0.5,
                   color="white", linewidth=3)
     if annotate:
-        for i, j in zip(*np.nonzero(tokens), strict=True):
-            t = ax.text(j, i, str(tokens[i, j]), ha="center", va="center", fontsize=8,
-                        color="white")
-            t.set_in_layout(False)  # layout need not measure hundreds of labels
+        rows, cols = np.nonzero(tokens)
+        ax.add_artist(CellNumbers(np.column_stack([cols, rows]),
+                                  [str(n) for n in tokens[rows, cols]]))
     px = [s.step for s in steps for rid in s.preempted if rid in ids]
     py = [ids.index(rid) for s in steps for rid in s.preempted if rid in ids]
     present = set(kinds.ravel().tolist())
     legend_order = ("prefill", "recompute", "decode", "waiting", "stalled")
-    handles = [Patch(facecolor=COLORS[k], edgecolor="0.6", label=LABELS[k])
-               for k in legend_order if TIMELINE_KINDS.index(k) in present]
+    handles: list[Any] = [Patch(facecolor=COLORS[k], edgecolor="0.6", label=LABELS[k])
+                          for k in legend_order if TIMELINE_KINDS.index(k) in present]
     if px:
         handles.append(ax.scatter(px, py, marker="x", s=60, color=COLORS["preempted"],
                                   label="preempted", zorder=3))
@@ -234,6 +266,26 @@ def plot_trace_timeline(
     ax.set_ylabel("request")
     budget = steps[0].token_budget if steps else 0
     ax.set_title(f"Who got how many tokens each step (token budget {budget})")
+    return handles
+
+
+def plot_trace_timeline(
+    steps: Sequence[TraceStep],
+    requests: Sequence[TraceRequest] | Mapping[str, int],
+    request_ids: Sequence[str] | None = None,
+    ax: Axes | None = None,
+    annotate: bool | None = None,
+) -> Figure:
+    """The seed's table as a picture: one row per request, one column per step, a coloured
+    cell wherever the request got tokens (the number in it is how many). Colour says what
+    the tokens were: a prefill chunk, a decode, or a recompute after preemption. A grey cell
+    is a request waiting in the queue, a sand one a running request that got no tokens
+    (budget spent before its turn); an ``x`` marks a preemption. ``annotate`` (default: when
+    there are at most 40 steps) writes the token counts into the cells, as one
+    ``CellNumbers`` artist. ``steps`` is a ``run_trace`` result or a prefix of it."""
+    n_req = len(request_ids) if request_ids is not None else len(_request_order(steps))
+    fig, ax = _figure_and_axes(ax, (_width(len(steps)), 0.45 * n_req + 1.8))
+    handles = _draw_timeline(ax, steps, requests, request_ids, annotate)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               frameon=False)
     return fig
@@ -253,6 +305,51 @@ def budget_breakdown(
     return parts
 
 
+def bar_heights(collection: PolyCollection) -> list[float]:
+    """The height of each bar of a ``plot_budget_bars`` layer (its rectangles, in order)."""
+    return [float(np.ptp(p.vertices[:, 1])) for p in collection.get_paths()]
+
+
+def _draw_budget_bars(ax: Axes, steps: Sequence[TraceStep],
+                      requests: Sequence[TraceRequest] | Mapping[str, int]) -> None:
+    """Draw the stacked bars on ``ax``: one ``PolyCollection`` of rectangles per kind of
+    token (labelled ``LABELS[kind]``, one rectangle per step) and the budget line."""
+    parts = budget_breakdown(steps, requests)
+    xs = np.array([s.step for s in steps], dtype=float)
+    bottom = np.zeros(len(steps))
+    dense = len(steps) > 80  # thin bars: no gaps, edges or hatching, which would alias
+    half = 0.5 if dense else 0.4
+    for kind in ("decode", "prefill", "recompute", "left"):
+        heights = np.asarray(parts[kind], dtype=float)
+        if kind == "recompute" and not heights.any():
+            continue
+        top = bottom + heights
+        verts = np.stack([np.column_stack([xs - half, bottom]),
+                          np.column_stack([xs - half, top]),
+                          np.column_stack([xs + half, top]),
+                          np.column_stack([xs + half, bottom])], axis=1)
+        outlined = kind == "left" and not dense
+        ax.add_collection(PolyCollection(
+            verts, facecolors=COLORS[kind], edgecolors="0.6" if outlined else "none",
+            linewidths=0.5 if outlined else 0, hatch="//" if outlined else None,
+            antialiaseds=not dense, label=LABELS[kind]), autolim=False)
+        bottom = top
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if steps:
+        budget = steps[0].token_budget
+        ax.axhline(budget, color="0.3", linestyle="--", linewidth=1,
+                   label="token budget (max_num_batched_tokens)")
+        ax.set_xlim(steps[0].step - 0.6, steps[-1].step + 0.6)
+        ax.set_ylim(0, budget * 1.08)
+        # A few round ticks up to the budget, so that a budget like 16 gets its own tick.
+        ticks = MaxNLocator(nbins=4, steps=[1, 2, 4, 5, 10], integer=True).tick_values(0, budget)
+        ax.set_yticks([t for t in ticks if t <= budget * 1.08])
+    ax.set_xlabel("scheduler step (one schedule() call)")
+    ax.set_ylabel("tokens in the step")
+    ax.set_title("How each step's token budget is spent")
+
+
 def plot_budget_bars(
     steps: Sequence[TraceStep],
     requests: Sequence[TraceRequest] | Mapping[str, int],
@@ -260,46 +357,66 @@ def plot_budget_bars(
 ) -> Figure:
     """One stacked bar per step: the token budget filled first by decodes, then by prefill
     chunks (and recomputes), with what is left over drawn light. A full bar is a step where
-    chunked prefill used every token the budget allows."""
-    parts = budget_breakdown(steps, requests)
+    chunked prefill used every token the budget allows. Each kind of token is one
+    ``PolyCollection`` of rectangles, labelled ``LABELS[kind]`` (``bar_heights`` reads it)."""
     fig, ax = _figure_and_axes(ax, (_width(len(steps)), 3.2))
-    xs = [s.step for s in steps]
-    bottom = [0] * len(steps)
-    dense = len(steps) > 80  # thin bars: no gaps, edges or hatching, which would alias
-    for kind in ("decode", "prefill", "recompute", "left"):
-        heights = parts[kind]
-        if kind == "recompute" and not any(heights):
-            continue
-        outlined = kind == "left" and not dense
-        ax.bar(xs, heights, bottom=bottom, width=1.0 if dense else 0.8, color=COLORS[kind],
-               label=LABELS[kind], edgecolor="0.6" if outlined else "none",
-               linewidth=0.5 if outlined else 0, hatch="//" if outlined else None)
-        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    if steps:
-        ax.axhline(steps[0].token_budget, color="0.3", linestyle="--", linewidth=1,
-                   label="token budget (max_num_batched_tokens)")
-        ax.set_xlim(steps[0].step - 0.6, steps[-1].step + 0.6)
-        ax.set_ylim(0, steps[0].token_budget * 1.08)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("scheduler step (one schedule() call)")
-    ax.set_ylabel("tokens in the step")
-    ax.set_title("How each step's token budget is spent")
+    _draw_budget_bars(ax, steps, requests)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
 
+_OVERVIEW_AXES = ("trace overview: timeline", "trace overview: budget bars")
+
+
 def plot_trace_overview(
-    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
+    steps: Sequence[TraceStep],
+    requests: Sequence[TraceRequest] | Mapping[str, int],
+    fig: Figure | None = None,
 ) -> Figure:
-    """Timeline above budget bars, sharing the step axis: the widget's picture."""
-    n_req = len(_request_order(steps))
-    fig = Figure(figsize=(_width(len(steps), extra=3.0), 0.32 * n_req + 4.4),
-                 layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[max(n_req, 2), 4])
-    plot_trace_timeline(steps, requests, ax=top)
-    plot_budget_bars(steps, requests, ax=bottom)
-    top.set_xlabel("")
+    """Timeline above budget bars on one step axis, one legend for both: the trace panel's
+    picture. Laid out by hand in inches (no constrained layout, which measures every label
+    several times), so that building and drawing it fits the 150 ms a slider move may take.
+
+    ``fig``: a figure an earlier call returned, to draw this trace into instead of a new
+    one (the trace panel does: its axes and tick labels are then reused, not rebuilt)."""
+    n_req = max(len(_request_order(steps)), 3)
+    left, right, top, gap, bottom = 0.75, 3.0, 0.35, 0.55, 0.55  # margins, inches
+    timeline_h, bars_h = 0.3 * n_req, 1.8
+    plot_w = min(_MAX_WIDTH - left - right, max(3.5, 0.28 * len(steps)))
+    width, height = left + plot_w + right, top + timeline_h + gap + bars_h + bottom
+
+    def rect(y0: float, h: float) -> tuple[float, float, float, float]:
+        return (left / width, y0 / height, plot_w / width, h / height)
+
+    if fig is None:
+        fig = Figure(figsize=(width, height))
+        timeline, bars = (fig.add_axes(rect(0, 1), label=label) for label in _OVERVIEW_AXES)
+    else:
+        if tuple(ax.get_label() for ax in fig.axes) != _OVERVIEW_AXES:
+            raise ValueError("fig must be a figure that plot_trace_overview returned")
+        timeline, bars = fig.axes
+        fig.set_size_inches(width, height, forward=False)
+        for ax in (timeline, bars):
+            for artist in [*ax.images, *ax.collections, *ax.lines, *ax.artists]:
+                artist.remove()
+        for legend in list(fig.legends):
+            legend.remove()
+    timeline.set_position(rect(bottom + bars_h + gap, timeline_h))
+    bars.set_position(rect(bottom, bars_h))
+    handles = _draw_timeline(timeline, steps, requests, None, None)
+    _draw_budget_bars(bars, steps, requests)
+    # The same step axis without sharing it (a shared axis would give the timeline its own
+    # x ticks to build and then hide); titles at a fixed height, not placed by measuring
+    # tick labels.
+    timeline.set_xlim(bars.get_xlim())
+    timeline.xaxis.set_major_locator(NullLocator())
+    timeline.set_xlabel("")
+    for ax in (timeline, bars):
+        ax.set_title(ax.get_title(), y=1.0)
+    seen = {h.get_label() for h in handles}
+    handles += [h for h in bars.collections + bars.lines if h.get_label() not in seen]
+    fig.legend(handles=handles, loc="upper left", fontsize=8, frameon=False,
+               bbox_to_anchor=((left + plot_w + 0.15) / width, 1 - top / height))
     return fig
 
 

@@ -4,14 +4,15 @@ and the panel's plain function at its slider extremes."""
 from __future__ import annotations
 
 import html
+import io
 import subprocess
 import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from PIL import Image
 
 from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest, run_trace, viz, widgets
 from chunkprefill.trace import seed_trace_requests
@@ -35,8 +36,15 @@ def preemption():
 
 
 def bars(ax, label):
-    (c,) = [c for c in ax.containers if isinstance(c, BarContainer) and c.get_label() == label]
-    return [p.get_height() for p in c.patches]
+    (c,) = [c for c in ax.collections if c.get_label() == label]
+    return viz.bar_heights(c)
+
+
+def cell_numbers(ax):
+    """``{(step, row): text}`` of the numbers a timeline wrote into its cells."""
+    found = [a for a in ax.artists if isinstance(a, viz.CellNumbers)]
+    return {(round(x), round(y)): s for a in found
+            for (x, y), s in zip(a.positions, a.labels, strict=True)}
 
 
 # ----------------------------------------------------------------------------- split
@@ -100,19 +108,17 @@ def test_timeline_cells_match_trace(seed):
             else:
                 assert grid[i, j] == code["absent"]
     assert grid[6, 2:6].tolist() == [code["prefill"]] * 4 and grid[6, 6] == code["decode"]
-    # One number per scheduled cell, equal to the trace's token count.
-    texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text()
-             for t in ax.texts}
+    # One number per scheduled cell, equal to the trace's token count, drawn as one artist.
     expected = {(s.step, ids.index(r)): str(n) for s in steps
                 for r, n in s.num_scheduled_tokens.items()}
-    assert texts == expected
+    assert cell_numbers(ax) == expected and len(ax.artists) == 1 and not ax.texts
 
 
 def test_timeline_marks_waiting_stalled_and_preempted(preemption):
     reqs, steps = preemption
     fig = viz.plot_trace_timeline(steps, reqs, annotate=False)
     ax = fig.axes[0]
-    assert not ax.texts
+    assert not ax.texts and not cell_numbers(ax)
     grid = np.asarray(ax.images[0].get_array())
     code = {k: i for i, k in enumerate(viz.TIMELINE_KINDS)}
     k = next(s.step for s in steps if s.preempted)
@@ -158,7 +164,7 @@ def test_budget_bars_match_trace(seed):
     assert decode[2:6] == [6] * 4 and prefill[2:6] == [10] * 4 and left[2:6] == [0] * 4
     assert prefill[6] == 0 and decode[6] == 7  # P decodes with the others
     assert ax.lines[0].get_ydata()[0] == 16  # the budget line
-    assert not [c for c in ax.containers if c.get_label() == viz.LABELS["recompute"]]
+    assert not [c for c in ax.collections if c.get_label() == viz.LABELS["recompute"]]
 
 
 def test_budget_bars_count_recompute(preemption):
@@ -205,6 +211,49 @@ def test_plots_draw_on_given_axes_and_leave_pyplot_alone(seed, preemption):
     assert isinstance(viz.plot_trace_overview(steps, reqs), Figure)
     assert isinstance(viz.plot_kv_blocks(preemption[1]), Figure)
     assert plt.get_fignums() == before
+
+
+def test_overview_has_one_legend_and_redraws_in_place(seed, preemption):
+    reqs, steps = seed
+    fig = viz.plot_trace_overview(steps, reqs)
+    timeline, bar_ax = fig.axes
+    assert cell_numbers(timeline) == cell_numbers(viz.plot_trace_timeline(steps, reqs).axes[0])
+    assert bars(bar_ax, viz.LABELS["prefill"])[2:6] == [10] * 4
+    assert timeline.get_xlim() == bar_ax.get_xlim()  # one step axis
+    assert not timeline.get_legend() and not bar_ax.get_legend()
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        viz.LABELS["prefill"], viz.LABELS["decode"], viz.LABELS["left"],
+        "token budget (max_num_batched_tokens)"]
+    # Redrawing another trace into it gives the picture a new figure of that trace gives.
+    p_reqs, p_steps = preemption
+    assert viz.plot_trace_overview(p_steps, p_reqs, fig=fig) is fig
+    assert widgets.figure_png(fig) == widgets.figure_png(viz.plot_trace_overview(p_steps, p_reqs))
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(fig.legends) == 1 and viz.LABELS["recompute"] in labels and "preempted" in labels
+    with pytest.raises(ValueError, match="plot_trace_overview"):
+        viz.plot_trace_overview(steps, reqs, fig=Figure())
+
+
+def _gray_blocks(png: bytes, k: int = 4) -> np.ndarray:
+    a = np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=float)
+    h, w = a.shape[0] // k * k, a.shape[1] // k * k
+    return a[:h, :w].reshape(h // k, k, w // k, k).mean(axis=(1, 3))
+
+
+def test_figure_png_matches_plain_agg_and_leaves_the_figure_alone(seed):
+    reqs, steps = seed
+    for fig in (viz.plot_trace_overview(steps, reqs), viz.plot_trace_timeline(steps, reqs)):
+        canvas, dpi = fig.canvas, fig.dpi
+        png = widgets.figure_png(fig)
+        assert png[:4] == b"\x89PNG" and fig.canvas is canvas and fig.dpi == dpi
+        assert widgets.figure_png(fig) == png  # drawn again from the text cache: same bytes
+        plain = io.BytesIO()
+        fig.savefig(plain, format="png", dpi=72)
+        fast, slow = _gray_blocks(png), _gray_blocks(plain.getvalue())
+        # The cache puts each string on a whole pixel, Agg on a sub-pixel: averaged over 4x4
+        # pixel blocks they agree; a string one pixel off would differ by over 50 levels.
+        assert fast.shape == slow.shape and np.abs(fast - slow).max() < 45
 
 
 def test_viz_and_widgets_import_no_torch():

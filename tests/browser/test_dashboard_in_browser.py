@@ -119,6 +119,25 @@ def _figure_src(page) -> str:
     return page.evaluate(PANEL_IMG_JS)
 
 
+def _scroll_into_view(page, locator, timeout_s: float = 30) -> None:
+    """Scroll until ``locator`` is in the viewport and stays there. JupyterLab renders the
+    notebook's cells lazily: right after a scroll, cells above the target get measured, the
+    page grows and the target slides out of view again, so one
+    ``scroll_into_view_if_needed`` is not enough before a screenshot."""
+    deadline = time.time() + timeout_s
+    height = page.viewport_size["height"]
+    last = None
+    while time.time() < deadline:
+        locator.scroll_into_view_if_needed()
+        time.sleep(0.5)
+        box = locator.bounding_box()
+        if box is not None and 0 <= box["y"] and box["y"] + box["height"] <= height \
+                and box == last:
+            return
+        last = box
+    raise AssertionError(f"{locator} did not settle in the viewport in {timeout_s} s")
+
+
 def test_dashboard_runs_and_slider_redraws(lab):
     from playwright.sync_api import sync_playwright
 
@@ -142,18 +161,18 @@ def test_dashboard_runs_and_slider_redraws(lab):
             assert errors.count() == 0, errors.first.inner_text()[:2000]
             slider = page.locator(".widget-slider .noUi-handle, .widget-slider .ui-slider-handle")
             assert slider.count() > 0, "no slider widget rendered"
+            handle = slider.first
+            _scroll_into_view(page, handle)  # both screenshots show the dashboard
             page.screenshot(path=str(ARTIFACTS / "dashboard_before.png"), full_page=False)
             before = _figure_src(page)
             assert before, "no figure rendered"
-            handle = slider.first
-            handle.scroll_into_view_if_needed()
             handle.focus()
             handle.press("ArrowRight")
             handle.press("ArrowRight")
             page.wait_for_function(f"(before) => ({PANEL_IMG_JS})() !== before", arg=before,
                                    timeout=60_000)
             _wait_kernel_idle(page, 120)
-            handle.scroll_into_view_if_needed()
+            _scroll_into_view(page, handle)
             page.screenshot(path=str(ARTIFACTS / "dashboard_after.png"), full_page=False)
             assert _figure_src(page) != before
             assert errors.count() == 0
