@@ -1,0 +1,177 @@
+"""Synthetic serving workloads: seeded Poisson arrivals and request-length distributions.
+
+A workload is a list of ``WorkloadRequest`` (arrival time, prompt length, output length),
+nothing more: the simulator feeds it to the same engine loop as the toy model.
+
+Lengths come from a ``LengthDist``: fixed, uniform, or lognormal fitted to a median and a
+P90. The two presets follow the length statistics that Sarathi-Serve (Agrawal et al., OSDI
+2024, arXiv:2403.02310, Table 2) reports for its two datasets, in Llama-2 tokens:
+
+    openchat_sharegpt4 (chat):           prompt median 1730, P90 5696; output median 415, P90 834
+    arxiv_summarization (long prompts):  prompt median 7059, P90 12985; output median 208, P90 371
+
+A lognormal with median m and P90 p has mu = ln m and sigma = ln(p / m) / z_0.9, z_0.9 =
+1.2816. Only the median and P90 are matched; the real distributions are not lognormal,
+so these are "ShareGPT-like" and "arXiv-like", not the datasets. Arrivals are a Poisson
+process: exponential gaps of mean 1/qps. Lengths and arrivals use separate random
+streams of the same seed, so changing ``qps`` rescales the arrival times of *the same*
+requests (common random numbers: a capacity search then compares like with like).
+Imports numpy only."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+Z90 = 1.2815515655446004  # standard normal quantile at 0.9
+
+
+def _positive_number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
+            value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of token counts (>= 1). Build with ``fixed``, ``uniform`` or
+    ``lognormal``; draw with ``sample(rng, n)``."""
+
+    kind: str
+    a: float
+    b: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("fixed", "uniform", "lognormal"):
+            raise ValueError(f"kind must be 'fixed', 'uniform' or 'lognormal', got {self.kind!r}")
+
+    @classmethod
+    def fixed(cls, n: int) -> LengthDist:
+        return cls("fixed", _positive_int("length", n))
+
+    @classmethod
+    def uniform(cls, lo: int, hi: int) -> LengthDist:
+        """Integers uniform on [lo, hi], both included."""
+        lo, hi = _positive_int("lo", lo), _positive_int("hi", hi)
+        if hi < lo:
+            raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
+        return cls("uniform", lo, hi)
+
+    @classmethod
+    def lognormal(cls, median: float, p90: float | None = None,
+                  sigma: float | None = None) -> LengthDist:
+        """Lognormal with the given median and either its P90 or its log-space sigma."""
+        median = _positive_number("median", median)
+        if (p90 is None) == (sigma is None):
+            raise ValueError("give exactly one of p90 or sigma")
+        if p90 is not None:
+            p90 = _positive_number("p90", p90)
+            if p90 <= median:
+                raise ValueError(f"p90 must be > median ({median}), got {p90}")
+            sigma = math.log(p90 / median) / Z90
+        sigma = _positive_number("sigma", sigma)
+        return cls("lognormal", median, sigma)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` integer lengths >= 1 (int64)."""
+        if self.kind == "fixed":
+            out = np.full(n, self.a)
+        elif self.kind == "uniform":
+            out = rng.integers(int(self.a), int(self.b) + 1, size=n)
+        else:
+            out = np.rint(rng.lognormal(math.log(self.a), self.b, size=n))
+        return np.maximum(out, 1).astype(np.int64)
+
+    def median(self) -> float:
+        return self.a if self.kind != "uniform" else (self.a + self.b) / 2
+
+
+# Sarathi-Serve Table 2 (arXiv:2403.02310): see the module docstring.
+SHAREGPT_PROMPT = LengthDist.lognormal(1730, p90=5696)
+SHAREGPT_OUTPUT = LengthDist.lognormal(415, p90=834)
+ARXIV_PROMPT = LengthDist.lognormal(7059, p90=12985)
+ARXIV_OUTPUT = LengthDist.lognormal(208, p90=371)
+
+
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """One request of a workload: when it arrives (seconds) and how long it is (tokens)."""
+
+    request_id: str
+    arrival_time: float
+    prompt_len: int
+    output_len: int
+
+
+def poisson_arrivals(num_requests: int, qps: float, seed: int = 0) -> np.ndarray:
+    """Arrival times (seconds, sorted, first one after one gap) of a Poisson process with
+    rate ``qps``. The gaps come from the seed alone, divided by ``qps``."""
+    n = _positive_int("num_requests", num_requests)
+    qps = _positive_number("qps", qps)
+    gaps = np.random.default_rng([int(seed), 1]).exponential(1.0, size=n)
+    return np.cumsum(gaps) / qps
+
+
+def make_workload(num_requests: int, qps: float, prompt: LengthDist, output: LengthDist,
+                  seed: int = 0, max_prompt_len: int | None = None,
+                  max_output_len: int | None = None) -> list[WorkloadRequest]:
+    """``num_requests`` requests with Poisson arrivals at ``qps`` and lengths drawn from
+    ``prompt`` / ``output``, clipped to ``max_prompt_len`` / ``max_output_len``.
+    Deterministic in ``seed``; the lengths do not depend on ``qps``."""
+    n = _positive_int("num_requests", num_requests)
+    arrivals = poisson_arrivals(n, qps, seed)
+    rng = np.random.default_rng([int(seed), 2])
+    p = prompt.sample(rng, n)
+    o = output.sample(rng, n)
+    if max_prompt_len is not None:
+        p = np.minimum(p, _positive_int("max_prompt_len", max_prompt_len))
+    if max_output_len is not None:
+        o = np.minimum(o, _positive_int("max_output_len", max_output_len))
+    return [WorkloadRequest(f"r{i}", float(t), int(a), int(b))
+            for i, (t, a, b) in enumerate(zip(arrivals, p, o, strict=True))]
+
+
+def sharegpt_like(num_requests: int, qps: float, seed: int = 0,
+                  max_model_len: int = 8192) -> list[WorkloadRequest]:
+    """Chat-like lengths (median prompt 1730, output 415), fitted into ``max_model_len``:
+    prompts are clipped so that prompt + output < max_model_len."""
+    return _fit(make_workload(num_requests, qps, SHAREGPT_PROMPT, SHAREGPT_OUTPUT, seed),
+                max_model_len)
+
+
+def arxiv_like(num_requests: int, qps: float, seed: int = 0,
+               max_model_len: int = 16384) -> list[WorkloadRequest]:
+    """Summarisation-like lengths (median prompt 7059, output 208), fitted into
+    ``max_model_len`` like ``sharegpt_like``."""
+    return _fit(make_workload(num_requests, qps, ARXIV_PROMPT, ARXIV_OUTPUT, seed),
+                max_model_len)
+
+
+def _fit(reqs: list[WorkloadRequest], max_model_len: int) -> list[WorkloadRequest]:
+    """Clip outputs to half the context, then prompts to what is left (minus one)."""
+    max_model_len = _positive_int("max_model_len", max_model_len)
+    if max_model_len < 4:
+        raise ValueError(f"max_model_len must be >= 4, got {max_model_len}")
+    out = []
+    for r in reqs:
+        o = min(r.output_len, max_model_len // 2)
+        p = min(r.prompt_len, max_model_len - 1 - o)
+        out.append(WorkloadRequest(r.request_id, r.arrival_time, p, o))
+    return out
+
+
+def rescale_arrivals(reqs: list[WorkloadRequest], factor: float) -> list[WorkloadRequest]:
+    """The same requests with every arrival time multiplied by ``factor`` (> 0)."""
+    factor = _positive_number("factor", factor)
+    return [WorkloadRequest(r.request_id, r.arrival_time * factor, r.prompt_len, r.output_len)
+            for r in reqs]

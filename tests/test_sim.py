@@ -1,0 +1,429 @@
+"""The cost-model simulator: roofline hand checks, monotonicity, "same scheduler" proofs,
+the prefill-first vs chunked claims the course makes, calibration, and bad input."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chunkprefill import CacheConfig, ModelConfig, Scheduler, SchedulerConfig
+from chunkprefill.sim import (
+    CostModel,
+    CostModelExecutor,
+    HardwareSpec,
+    ModelSpec,
+    batches_from_step_log,
+    budget_from_profiling,
+    capacity_search,
+    chunking_overhead,
+    fit_cost_model,
+    run_workload,
+    scheduler_config_for,
+    simulate,
+    tbt_slo,
+)
+from chunkprefill.trace import TraceRequest, run_trace
+from chunkprefill.workload import (
+    LengthDist,
+    WorkloadRequest,
+    make_workload,
+    poisson_arrivals,
+    sharegpt_like,
+)
+
+H100 = HardwareSpec.h100_sxm()
+LLAMA3 = ModelSpec.llama3_8b()
+
+
+def ideal(model: ModelSpec = LLAMA3, hw: HardwareSpec = H100) -> CostModel:
+    """Every efficiency 1 and no overhead: the bare roofline, for hand checks."""
+    return CostModel(model, hw, linear_efficiency=1.0, attention_efficiency=1.0,
+                     bandwidth_efficiency=1.0, step_overhead_s=0.0, per_seq_overhead_s=0.0)
+
+
+# ----------------------------------------------------------------------------- hand checks
+
+
+def test_llama3_8b_parameter_count():
+    # Per layer: q 4096*4096 + k,v 2*4096*1024 + o 4096*4096 + MLP 3*4096*14336 = 218,103,808.
+    # 32 layers = 6,979,321,856; embedding and LM head 128256*4096 = 525,336,576 each;
+    # norms 65*4096. Total 8,030,261,248 (the published "8B").
+    assert LLAMA3.body_params_per_gpu == 6_979_321_856
+    assert LLAMA3.lm_head_params_per_gpu == 525_336_576
+    assert LLAMA3.num_params == 8_030_261_248
+    # K+V per token: 2 * 32 layers * 8 KV heads * 128 dims * 2 bytes = 131,072 B = 128 KiB.
+    assert LLAMA3.kv_bytes_per_token == 131_072
+
+
+def test_decode_batch_of_one_is_memory_bound():
+    # One decode token: linear FLOPs 2 * 7.505e9 = 1.5e10 take 15 us at 989.4 TFLOP/s, but
+    # the weights it multiplies, (6,979,321,856 + 525,336,576) * 2 B = 15,009,316,864 B,
+    # take 15.009e9 / 3.35e12 = 4.4804 ms to stream from HBM. Attention over 1 token of KV
+    # (131 KB) adds 39 ns. So the step is ~4.48 ms: weight bytes / bandwidth.
+    t = ideal().step_time([(1, 0)])
+    assert t == pytest.approx(15_009_316_864 / 3.35e12, rel=1e-3)
+    # With the default 80% bandwidth efficiency and 1 ms + 10 us overhead: 5.6 + 1.01 ms.
+    assert CostModel(LLAMA3, H100).step_time([(1, 0)]) == pytest.approx(
+        4.4804e-3 / 0.8 + 1.01e-3, rel=1e-3)
+
+
+def test_long_prefill_is_compute_bound():
+    # 4096 prompt tokens at once: linear FLOPs 2*4096*6,979,321,856 + 2*525,336,576 (one
+    # logits row) = 5.7177e13 -> 57.79 ms at 989.4 TFLOP/s (weights: only 4.48 ms).
+    # Attention: 4 * 128 * 32 heads * 32 layers * (4096*4097/2) = 4.399e12 FLOPs ->
+    # 4.446 ms, above its KV reads (131072 B * (128*32*31/2 + 4096) = 8.86 GB -> 2.64 ms).
+    bd = ideal().step_breakdown([(4096, 0)])
+    assert bd["linear"] == pytest.approx(5.7177e13 / 989.4e12, rel=1e-3)
+    assert bd["attention"] == pytest.approx(4.3987e12 / 989.4e12, rel=1e-3)
+    assert bd["total"] == pytest.approx(0.05779 + 0.004446, rel=2e-3)
+
+
+def test_decode_iteration_32_by_4k():
+    # Sarathi-Serve's yardstick. Weights 15.009 GB / (3.35 TB/s * 0.8) = 5.600 ms; KV
+    # 32 * 4097 * 131072 B = 17.18 GB / 2.68 TB/s = 6.411 ms (memory bound: 8192 FLOPs per
+    # 4096... the attention intensity 4*128*32*32/131072 = 4 FLOP/B is far below the ridge);
+    # overhead 1 ms + 32 * 10 us. Total 13.33 ms; strict SLO 5x = 66.7 ms.
+    cm = CostModel(LLAMA3, H100)
+    assert cm.decode_step_time(32, 4096) == pytest.approx(
+        5.6004e-3 + 32 * 4097 * 131072 / 2.68e12 + 1.32e-3, rel=1e-3)
+    assert tbt_slo(cm) == pytest.approx(5 * cm.decode_step_time(32, 4096))
+    assert tbt_slo(cm, 25) == pytest.approx(25 * cm.decode_step_time(32, 4096))
+
+
+def test_tensor_parallel_shards_and_communicates():
+    m70 = ModelSpec.llama2_70b(tensor_parallel_size=4)
+    assert m70.num_params == pytest.approx(68.98e9, rel=1e-3)
+    assert m70.weight_bytes_per_gpu == pytest.approx(m70.num_params * 2 / 4, rel=1e-3)
+    assert m70.kv_heads_per_gpu == 2
+    cm = ideal(m70)
+    bd = cm.step_breakdown([(512, 0)])
+    # 2 all-reduces per layer of 512 x 8192 bf16 values; ring: 2*(4-1)/4 of it per link.
+    expect = 2 * 80 * 512 * 8192 * 2 * 1.5 / 450e9
+    assert bd["communication"] == pytest.approx(expect, rel=1e-9)
+
+
+def test_budget_from_profiling_is_the_largest_step_meeting_the_slo():
+    cm = CostModel(LLAMA3, H100)
+    slo = tbt_slo(cm)
+    b = budget_from_profiling(cm, slo)
+
+    def step(tokens):
+        return cm.step_time([(1, 4096)] * 32 + [(tokens - 32, 4096)])
+
+    assert step(b) <= slo < step(b + 1)
+
+
+def test_chunking_overhead_grows_as_chunks_shrink():
+    cm = CostModel(LLAMA3, H100)
+    r = chunking_overhead(cm, 8192, [128, 512, 2048, 8192])
+    assert r[-1] == pytest.approx(1.0)
+    assert r[0] > r[1] > r[2] >= 1.0
+    assert r[0] > 1.5  # 128-token chunks re-read 16 GB of weights 64 times
+
+
+# ----------------------------------------------------------------------------- monotonicity
+
+batches = st.lists(st.tuples(st.integers(1, 4096), st.integers(0, 16384)), min_size=1,
+                   max_size=40)
+presets = st.sampled_from([("Llama-3-8B", "H100-SXM", None), ("Mistral-7B", "A100-80GB", None),
+                           ("Llama-2-70B", "H200", 2)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(batch=batches, preset=presets, i=st.integers(0, 39), dq=st.integers(1, 3000))
+def test_step_time_monotone_in_tokens(batch, preset, i, dq):
+    cm = CostModel.preset(*preset)
+    i %= len(batch)
+    more = list(batch)
+    more[i] = (batch[i][0] + dq, batch[i][1])
+    assert cm.step_time(more) >= cm.step_time(batch)
+    assert cm.step_time([*batch, (1, 0)]) > cm.step_time(batch)  # one more request
+
+
+@settings(max_examples=150, deadline=None)
+@given(batch=batches, preset=presets, i=st.integers(0, 39), dc=st.integers(1, 20000))
+def test_step_time_monotone_in_kv_length(batch, preset, i, dc):
+    cm = CostModel.preset(*preset)
+    i %= len(batch)
+    deeper = list(batch)
+    deeper[i] = (batch[i][0], batch[i][1] + dc)
+    assert cm.step_time(deeper) > cm.step_time(batch)
+
+
+# ----------------------------------------------------------------------------- same scheduler
+
+
+def test_simulator_schedule_is_the_schedulers_own():
+    """All requests at t=0: the simulator's per-step {request: tokens} equals run_trace's
+    (the fake-model driver of the same Scheduler class), step for step."""
+    rng = np.random.default_rng(3)
+    lens = [(int(p), int(o)) for p, o in zip(rng.integers(1, 300, 12), rng.integers(1, 30, 12),
+                                             strict=True)]
+    sc = SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=8, max_model_len=512)
+    cc = CacheConfig(block_size=16, num_blocks=40)  # tight: forces a preemption
+    trace = run_trace([TraceRequest(f"r{i}", p, o) for i, (p, o) in enumerate(lens)], sc, cc)
+    wl = [WorkloadRequest(f"r{i}", 0.0, p, o) for i, (p, o) in enumerate(lens)]
+    res = simulate(wl, CostModel(LLAMA3, H100), sc, cc)
+    assert type(res.engine.scheduler) is Scheduler
+    got = [s.num_scheduled_tokens for s in res.step_log]
+    assert got == [s.num_scheduled_tokens for s in trace]
+    assert [list(d) for d in got] == [list(s.num_scheduled_tokens) for s in trace]  # order too
+    assert any(s.preempted for s in trace)
+
+
+def test_simulator_with_arrivals_matches_a_bare_scheduler_loop():
+    """Poisson arrivals: a plain loop over a bare Scheduler, advancing a clock by the cost
+    model's step time, schedules exactly what the simulator (engine + executor) does."""
+    cm = CostModel(LLAMA3, H100)
+    wl = sharegpt_like(40, 6.0, seed=5, max_model_len=4096)
+    sc = scheduler_config_for("chunked", 512, 4096, max_num_seqs=16)
+    cc = CacheConfig(block_size=16, num_blocks=2000)
+    res = simulate(wl, cm, sc, cc)
+
+    from chunkprefill import Request
+
+    sched, clock, i, steps = Scheduler(sc, cc), 0.0, 0, []
+    pending = sorted(wl, key=lambda r: r.arrival_time)
+    while i < len(pending) or sched.has_unfinished_requests():
+        if not sched.has_unfinished_requests() and pending[i].arrival_time > clock:
+            clock = pending[i].arrival_time
+        while i < len(pending) and pending[i].arrival_time <= clock:
+            r = pending[i]
+            sched.add_request(Request(r.request_id, [0] * r.prompt_len, r.output_len))
+            i += 1
+        out = sched.schedule()
+        batch = [(n, out.num_computed_tokens[rid]) for rid, n in out.num_scheduled_tokens.items()]
+        sampled = {rid: 1 for rid in out.num_scheduled_tokens
+                   if sched.requests[rid].num_owed_tokens == 0}
+        sched.update_from_output(out, sampled)
+        clock += cm.step_time(batch)
+        steps.append((out.num_scheduled_tokens, clock))
+    assert [s.num_scheduled_tokens for s in res.step_log] == [s for s, _ in steps]
+    assert res.step_log[-1].end_s == pytest.approx(steps[-1][1])
+    # and the executor saw exactly the batches one rebuilds from the step log
+    assert batches_from_step_log(res.step_log)[3] == [
+        (n, c) for n, c in batches_from_step_log(res.step_log)[3]]
+
+
+def test_executor_follows_the_executor_protocol():
+    cm = CostModel(LLAMA3, H100)
+    sched = Scheduler(SchedulerConfig(max_num_batched_tokens=16, max_num_seqs=4),
+                      CacheConfig(block_size=16, num_blocks=10))
+    from chunkprefill import Request
+
+    sched.add_request(Request("a", [0] * 20, 2))
+    sched.add_request(Request("b", [0] * 3, 2))
+    out = sched.schedule()  # a: 16 tokens (mid-prefill), b: nothing left of the budget
+    sampled, dt = CostModelExecutor(cm).execute(out, sched.requests)
+    assert out.num_scheduled_tokens == {"a": 16}
+    assert sampled == {} and dt == pytest.approx(cm.step_time([(16, 0)]))
+    sched.update_from_output(out, sampled)
+    out = sched.schedule()  # a: last 4 prompt tokens, b: its 3
+    sampled, dt = CostModelExecutor(cm).execute(out, sched.requests)
+    assert sampled == {"a": 1, "b": 1}
+    assert dt == pytest.approx(cm.step_time([(4, 16), (3, 0)]))
+
+
+# ----------------------------------------------------------------------------- course claims
+
+
+@pytest.fixture(scope="module")
+def llama_h100():
+    return CostModel.preset("Llama-3-8B", "H100-SXM")
+
+
+def test_prefill_first_stalls_decodes_more_than_chunked(llama_h100):
+    cm = llama_h100
+    wl = sharegpt_like(150, 4.0, seed=0)
+    budget = budget_from_profiling(cm, tbt_slo(cm))
+    chunked = simulate(wl, cm, scheduler_config_for("chunked", budget, 8192))
+    pf = simulate(wl, cm, scheduler_config_for("prefill_first", budget, 8192))
+    assert pf.p99_tbt > 1.2 * chunked.p99_tbt
+    assert chunked.p99_tbt <= tbt_slo(cm)  # the budget was chosen for it
+    assert pf.summary["itl"]["max"] > 2 * chunked.summary["itl"]["max"]  # the stalls
+
+
+def test_strict_slo_capacity_is_higher_with_chunking(llama_h100):
+    cm = llama_h100
+    slo = tbt_slo(cm)
+    budget = budget_from_profiling(cm, slo)
+
+    def wl(qps):
+        return sharegpt_like(200, qps, seed=0)
+
+    caps = {pol: capacity_search(cm, scheduler_config_for(pol, budget, 8192), wl, slo,
+                                 qps_lo=2.0, qps_hi=8.0, rel_tol=0.2)
+            for pol in ("chunked", "prefill_first")}
+    assert caps["chunked"].qps > caps["prefill_first"].qps > 0
+    for res in caps.values():  # the answer met the SLO; anything 10% higher did not
+        assert any(ok and q == res.qps for q, _, _, ok in res.trials)
+        assert all(not ok for q, _, _, ok in res.trials if q > res.qps * 1.1)
+
+
+def test_capacity_search_is_deterministic(llama_h100):
+    cm = llama_h100
+    sc = scheduler_config_for("chunked", 2048, 8192)
+
+    def wl(q):
+        return sharegpt_like(20, q, seed=1)
+
+    a = capacity_search(cm, sc, wl, tbt_slo(cm), qps_lo=1, qps_hi=4, rel_tol=0.2, max_trials=5)
+    b = capacity_search(cm, sc, wl, tbt_slo(cm), qps_lo=1, qps_hi=4, rel_tol=0.2, max_trials=5)
+    assert a.qps == b.qps and a.trials == b.trials
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+@pytest.mark.parametrize("decode_attention", ["ragged", "padded"])
+def test_fit_recovers_a_known_cost_model(decode_attention):
+    """Durations generated by a known (CPU-like) cost model are fitted back to within 2%."""
+    spec = ModelSpec.from_model_config(ModelConfig.small())
+    truth = CostModel(spec, HardwareSpec("cpu", 50e9, 20e9, 1e10), linear_efficiency=1.0,
+                      attention_efficiency=0.4, bandwidth_efficiency=1.0,
+                      step_overhead_s=2e-3, per_seq_overhead_s=3e-4,
+                      decode_attention=decode_attention)
+    rng = np.random.default_rng(0)
+    batches = []
+    for _ in range(150):
+        nd = int(rng.integers(0, 12))
+        b = [(1, int(c)) for c in rng.integers(1, 800, nd)]
+        if rng.random() < 0.6 or not b:
+            b.append((int(rng.integers(2, 256)), int(rng.integers(0, 600))))
+        batches.append(b)
+    durations = [truth.step_time(b) for b in batches]
+    cal = fit_cost_model(spec, batches, durations, decode_attention=decode_attention)
+    assert cal.median_abs_error < 0.02
+    held = [[(1, 300)] * 6 + [(128, 100)], [(1, 50)], [(200, 0)], [(1, 700)] * 10]
+    for b in held:
+        assert cal.cost_model.step_time(b) == pytest.approx(truth.step_time(b), rel=0.05)
+
+
+def test_measure_and_fit_the_toy_model_end_to_end():
+    """A few measured steps of the tiny toy model go through the whole calibration path
+    (the real benchmark is benchmarks/sim_vs_measured.py)."""
+    torch = pytest.importorskip("torch")
+    from chunkprefill import ToyTransformer
+    from chunkprefill.sim import measure_toy
+
+    torch.manual_seed(0)
+    model = ToyTransformer(ModelConfig.tiny(), seed=0)
+    sc = SchedulerConfig(max_num_batched_tokens=32, max_num_seqs=8, max_model_len=512)
+    wl = make_workload(6, 50.0, LengthDist.uniform(5, 60), LengthDist.fixed(4), seed=0)
+    res = measure_toy(model, wl, sc, clock="thread")
+    assert all(len(o.output_token_ids) == 4 for o in res.outputs)
+    assert res.p99_tbt > 0 and res.median_ttft > 0
+    cal = fit_cost_model(ModelSpec.from_model_config(model.config),
+                         batches_from_step_log(res.step_log),
+                         [s.duration_s for s in res.step_log])
+    assert cal.cost_model.hardware.peak_flops > 0 and math.isfinite(cal.noise_sigma)
+    pred = simulate(wl, cal.cost_model, sc, CacheConfig(16, 512))
+    assert len(pred.outputs) == len(wl)
+
+
+def test_sim_module_imports_no_torch():
+    code = ("import sys, chunkprefill.sim, chunkprefill.workload; "
+            "sys.exit('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+def test_workload_is_seeded_and_qps_only_rescales_arrivals():
+    a = make_workload(50, 2.0, LengthDist.lognormal(100, p90=300), LengthDist.uniform(1, 9), 7)
+    b = make_workload(50, 2.0, LengthDist.lognormal(100, p90=300), LengthDist.uniform(1, 9), 7)
+    c = make_workload(50, 4.0, LengthDist.lognormal(100, p90=300), LengthDist.uniform(1, 9), 7)
+    assert a == b
+    assert [(r.prompt_len, r.output_len) for r in a] == [(r.prompt_len, r.output_len) for r in c]
+    assert [r.arrival_time / 2 for r in a] == pytest.approx([r.arrival_time for r in c])
+
+
+def test_lognormal_matches_its_median_and_p90():
+    x = LengthDist.lognormal(1730, p90=5696).sample(np.random.default_rng(0), 200_000)
+    assert np.median(x) == pytest.approx(1730, rel=0.02)
+    assert np.percentile(x, 90) == pytest.approx(5696, rel=0.03)
+    gaps = np.diff(poisson_arrivals(100_000, 5.0, seed=0))
+    assert gaps.mean() == pytest.approx(0.2, rel=0.02)
+
+
+def test_sharegpt_like_fits_the_context():
+    wl = sharegpt_like(500, 1.0, seed=0, max_model_len=4096)
+    assert all(r.prompt_len + r.output_len < 4096 and r.prompt_len >= 1 for r in wl)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+BAD = [
+    ("qps zero", lambda: poisson_arrivals(10, 0.0), "qps"),
+    ("qps negative", lambda: make_workload(10, -1.0, LengthDist.fixed(5), LengthDist.fixed(5)),
+     "qps"),
+    ("no requests", lambda: poisson_arrivals(0, 1.0), "num_requests"),
+    ("length zero", lambda: LengthDist.fixed(0), "length"),
+    ("uniform reversed", lambda: LengthDist.uniform(10, 2), "hi must be >= lo"),
+    ("median negative", lambda: LengthDist.lognormal(-5, p90=10), "median"),
+    ("p90 below median", lambda: LengthDist.lognormal(100, p90=50), "p90"),
+    ("peak flops zero", lambda: HardwareSpec("x", 0.0, 1e12, 1e10), "peak_flops"),
+    ("bandwidth negative", lambda: HardwareSpec("x", 1e12, -1.0, 1e10), "mem_bandwidth"),
+    ("efficiency above 1", lambda: CostModel(LLAMA3, H100, linear_efficiency=1.5),
+     r"linear_efficiency must be in \(0, 1\]"),
+    ("efficiency zero", lambda: CostModel(LLAMA3, H100, bandwidth_efficiency=0.0),
+     "bandwidth_efficiency"),
+    ("overhead negative", lambda: CostModel(LLAMA3, H100, step_overhead_s=-1e-3),
+     "step_overhead_s"),
+    ("70B on one A100", lambda: CostModel(ModelSpec.llama2_70b(1), HardwareSpec.a100_80gb()),
+     r"does not fit A100-80GB.*tensor_parallel_size >= 2"),
+    ("70B TP2 on 80 GB with 0.5 util",
+     lambda: CostModel(ModelSpec.llama2_70b(2), H100, gpu_memory_utilization=0.5),
+     r"tensor_parallel_size >= 4"),
+    ("TP not dividing heads", lambda: ModelSpec.llama3_8b(tensor_parallel_size=3),
+     "tensor_parallel_size"),
+    ("unknown preset", lambda: CostModel.preset("GPT-5", "H100-SXM"), "model must be one of"),
+    ("unknown hardware", lambda: HardwareSpec.preset("TPU"), "hardware must be one of"),
+    ("empty batch", lambda: CostModel(LLAMA3, H100).step_time([]), "batch is empty"),
+    ("zero-token request", lambda: CostModel(LLAMA3, H100).step_time([(0, 5)]), "query_len"),
+    ("negative context", lambda: CostModel(LLAMA3, H100).step_time([(1, -1)]), "context_len"),
+    ("slo below one decode step",
+     lambda: budget_from_profiling(CostModel(LLAMA3, H100), 1e-3), "slo_s"),
+    ("slo zero", lambda: tbt_slo(CostModel(LLAMA3, H100), 0.0), "factor"),
+    ("capacity slo too small",
+     lambda: capacity_search(CostModel(LLAMA3, H100), SchedulerConfig(), lambda q: [], 1e-4),
+     r"slo_s .* below one decode step"),
+    ("capacity qps bracket", lambda: capacity_search(
+        CostModel(LLAMA3, H100), SchedulerConfig(), lambda q: [], 0.1, qps_lo=4, qps_hi=2),
+     "qps_hi"),
+    ("capacity qps zero", lambda: capacity_search(
+        CostModel(LLAMA3, H100), SchedulerConfig(), lambda q: [], 0.1, qps_lo=0), "qps_lo"),
+    ("empty workload", lambda: simulate([], CostModel(LLAMA3, H100)), "workload is empty"),
+    ("negative noise", lambda: CostModelExecutor(CostModel(LLAMA3, H100), noise_sigma=-0.1),
+     "noise_sigma"),
+    ("unknown policy", lambda: scheduler_config_for("fastest", 512, 4096), "policy"),
+    ("fit too few steps", lambda: fit_cost_model(LLAMA3, [[(1, 0)]], [1e-3]), "at least 5"),
+    ("fit bad durations",
+     lambda: fit_cost_model(LLAMA3, [[(1, 0)]] * 5, [1e-3, 1e-3, 0.0, 1e-3, 1e-3]), "> 0"),
+]
+
+
+@pytest.mark.parametrize("case,make,match", BAD, ids=[c[0] for c in BAD])
+def test_bad_input_raises_a_clear_value_error(case, make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_run_workload_on_an_idle_engine_jumps_to_arrivals():
+    from chunkprefill.engine import LLMEngine
+
+    cm = CostModel(LLAMA3, H100)
+    eng = LLMEngine(CostModelExecutor(cm), SchedulerConfig(), CacheConfig(16, 1000))
+    wl = [WorkloadRequest("late", 100.0, 10, 2), WorkloadRequest("early", 5.0, 10, 2)]
+    outs = run_workload(eng, wl)
+    assert [o.request_id for o in outs] == ["early", "late"]
+    first = outs[1].metrics
+    assert first.arrival_time == 100.0
+    assert first.ttft == pytest.approx(cm.step_time([(10, 0)]))
