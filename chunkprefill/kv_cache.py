@@ -76,13 +76,17 @@ class KVCacheManager:
         is short."""
         if num_new_tokens <= 0:
             raise ValueError(f"num_new_tokens must be >= 1, got {num_new_tokens}")
-        table = self.block_tables.setdefault(request.request_id, [])
-        need = self.num_blocks_needed(request.num_computed_tokens + num_new_tokens) - len(table)
-        if need > self.num_free_blocks:
+        table = self.block_tables.get(request.request_id)
+        if table is None:
+            table = self.block_tables[request.request_id] = []
+        need = -(-(request.num_computed_tokens + num_new_tokens) // self.block_size) - len(table)
+        if need <= 0:  # the common decode case: the last block still has room
+            return []
+        if need > self.block_pool.num_free_blocks:
             if not table:
                 del self.block_tables[request.request_id]
             return None
-        new_blocks = self.block_pool.get_new_blocks(max(need, 0))
+        new_blocks = self.block_pool.get_new_blocks(need)
         table.extend(new_blocks)
         return new_blocks
 

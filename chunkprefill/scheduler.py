@@ -222,7 +222,8 @@ class Scheduler:
         sample; a mid-prefill chunk samples nothing."""
         expected = [rid for rid in scheduler_output.num_scheduled_tokens
                     if self.requests[rid].num_owed_tokens == 0]
-        if set(sampled_token_ids) != set(expected):
+        if len(sampled_token_ids) != len(expected) or any(
+                rid not in sampled_token_ids for rid in expected):
             raise ValueError(
                 f"sampled_token_ids must hold exactly the requests that completed their "
                 f"owed tokens this step: expected {sorted(expected)}, got "
@@ -240,9 +241,10 @@ class Scheduler:
                 request.status = RequestStatus.FINISHED_LENGTH_CAPPED
             else:
                 continue
-            self.running.remove(request)
             self.kv_cache_manager.free(request)
             del self.requests[rid]
             finished.append(rid)
+        if finished:  # one pass, not an O(running) remove per finished request
+            self.running = [r for r in self.running if not r.is_finished]
         self._finished_since_schedule.extend(finished)
         return finished
