@@ -52,6 +52,7 @@ class Request:
     status: RequestStatus = RequestStatus.WAITING
     num_preemptions: int = 0
     sampling_params: SamplingParams | None = None
+    num_tokens: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if not isinstance(self.request_id, str) or not self.request_id:
@@ -62,6 +63,9 @@ class Request:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
                 or self.max_tokens < 1:
             raise ValueError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        self.output_token_ids = list(self.output_token_ids)
+        # Prompt + sampled outputs: what the KV cache must eventually hold.
+        self.num_tokens = len(self.prompt_token_ids) + len(self.output_token_ids)
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -72,14 +76,15 @@ class Request:
         return len(self.output_token_ids)
 
     @property
-    def num_tokens(self) -> int:
-        """Prompt + sampled outputs: what the KV cache must eventually hold."""
-        return len(self.prompt_token_ids) + len(self.output_token_ids)
-
-    @property
     def num_owed_tokens(self) -> int:
         """Tokens not yet computed: the whole rest of the prompt, or 1 for a decode."""
         return self.num_tokens - self.num_computed_tokens
+
+    def append_output_token(self, token_id: int) -> None:
+        """Record a sampled token. ``num_tokens`` (prompt + outputs) is kept as a plain
+        attribute because the scheduler reads it for every request every step."""
+        self.output_token_ids.append(token_id)
+        self.num_tokens += 1
 
     @property
     def all_token_ids(self) -> list[int]:

@@ -233,7 +233,7 @@ class Scheduler:
         for rid in expected:
             request = self.requests[rid]
             token = sampled_token_ids[rid]
-            request.output_token_ids.append(token)
+            request.append_output_token(token)
             if token == request.eos_token_id:
                 request.status = RequestStatus.FINISHED_STOPPED
             elif (request.num_tokens >= self.max_model_len
