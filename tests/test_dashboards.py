@@ -205,7 +205,8 @@ def test_dashboard_figure_shows_sweep_cdfs_and_tokens(data):
 
 
 def test_dashboard_widget_builds_and_rerenders(data):
-    ipywidgets = pytest.importorskip("ipywidgets")
+    import ipywidgets
+
     panel = widgets.chunk_dashboard(data, budget=16)
     (top, image) = panel.children
     controls, text = top.children

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+import transformers  # noqa: E402  (test-only dev dependency: missing must fail, not skip)
 
 from chunkprefill import CacheConfig, LLMEngine, SamplingParams, SchedulerConfig, ToyTransformer
 from chunkprefill.metrics import RequestMetrics, summarize
-
-transformers = pytest.importorskip("transformers")  # test-only dependency (dev extra)
 
 MAX_TOKENS = 6
 PROMPT_LENS = [1, 2, 7, 16, 17, 33, 64, 120, 200]

@@ -14,8 +14,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-pytest.importorskip("triton")
+import triton  # noqa: E402,F401  (dev extra: a missing triton must fail, not skip)
 
 from chunkprefill.attention import (  # noqa: E402
     build_attention_metadata,
@@ -31,9 +30,10 @@ from chunkprefill.model import ToyTransformer  # noqa: E402
 DEVICE = "cpu"
 if not INTERPRET:  # kernels were imported earlier without the interpreter
     if not torch.cuda.is_available():
-        pytest.skip("chunkprefill.kernels was imported before TRITON_INTERPRET=1 was set "
-                    f"(by {sorted(m for m in sys.modules if m.startswith('chunkprefill'))})",
-                    allow_module_level=True)
+        raise RuntimeError(
+            "chunkprefill.kernels was imported before TRITON_INTERPRET=1 was set (by "
+            f"{sorted(m for m in sys.modules if m.startswith('chunkprefill'))}): run this module "
+            "on its own or set TRITON_INTERPRET=1 in the environment")
     DEVICE = "cuda"
 
 

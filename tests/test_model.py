@@ -8,12 +8,11 @@ import sys
 
 import pytest
 import torch
+import transformers  # noqa: E402  (test-only dev dependency: missing must fail, not skip)
 
 from chunkprefill.attention import build_attention_metadata
 from chunkprefill.config import ModelConfig
 from chunkprefill.model import ToyTransformer, validate_token_ids
-
-transformers = pytest.importorskip("transformers")
 
 
 def _hf_llama(seed: int = 0, **overrides: object) -> torch.nn.Module:

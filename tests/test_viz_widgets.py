@@ -331,7 +331,8 @@ def test_panel_config_derivation():
 
 
 def test_trace_panel_builds_and_rerenders():
-    ipywidgets = pytest.importorskip("ipywidgets")
+    import ipywidgets
+
     panel = widgets.trace_panel()
     assert isinstance(panel, ipywidgets.VBox)
     top, image = panel.children
