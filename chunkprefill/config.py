@@ -4,16 +4,19 @@ never deep inside the scheduler or torch. Imports no torch."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 
-def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> None:
-    """Raise ``ValueError`` unless ``lo <= value (<= hi)`` and ``value`` is an int."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be {rng}, got {value}")
+def check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
+    """Return ``value`` as an int, or raise a ``ValueError`` naming ``name`` and the allowed
+    range unless it is an integer (numpy's too; not a bool) with ``lo <= value (<= hi)``.
+    The one validator every config, request and workload class uses."""
+    rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or value < lo or (hi is not None and value > hi):
+        raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
+    return int(value)
 
 
 @dataclass
@@ -34,10 +37,10 @@ class SchedulerConfig:
     policy: str = "fcfs"
 
     def __post_init__(self) -> None:
-        _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
-        _check_int("max_num_seqs", self.max_num_seqs, 1)
-        _check_int("max_model_len", self.max_model_len, 2)
-        _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        check_int("max_num_seqs", self.max_num_seqs, 1)
+        check_int("max_model_len", self.max_model_len, 2)
+        check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
         if self.policy not in ("fcfs", "prefill_first"):
             raise ValueError(f"policy must be 'fcfs' or 'prefill_first', got {self.policy!r}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
@@ -76,8 +79,8 @@ class CacheConfig:
     enable_prefix_caching: bool = False
 
     def __post_init__(self) -> None:
-        _check_int("block_size", self.block_size, 1)
-        _check_int("num_blocks", self.num_blocks, 1)
+        check_int("block_size", self.block_size, 1)
+        check_int("num_blocks", self.num_blocks, 1)
         if self.enable_prefix_caching:
             raise ValueError(
                 "enable_prefix_caching=True is not implemented yet; allowed: False"
@@ -102,7 +105,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "num_key_value_heads", "intermediate_size", "max_position_embeddings"):
-            _check_int(name, getattr(self, name), 1)
+            check_int(name, getattr(self, name), 1)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be a multiple of "

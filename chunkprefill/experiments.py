@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.engine import LLMEngine, RequestOutput, SamplingParams, StepRecord
 
 
@@ -33,9 +33,7 @@ class StallWorkload:
     def __post_init__(self) -> None:
         for name in ("num_decodes", "decode_prompt_len", "decode_output_len", "long_prompt_len",
                      "long_output_len", "vocab_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            check_int(name, getattr(self, name), 1)
         if any(s < 0 for s in self.long_arrival_steps):
             raise ValueError("long_arrival_steps must be >= 0")
 
@@ -220,13 +218,9 @@ class MixedWorkload:
     def __post_init__(self) -> None:
         for name in ("decode_prompt_len", "decode_output_len", "long_prompt_len",
                      "long_output_len", "vocab_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            check_int(name, getattr(self, name), 1)
         for name in ("num_decodes", "num_long"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+            check_int(name, getattr(self, name), 0)
         if self.num_decodes + self.num_long == 0:
             raise ValueError("the workload is empty: num_decodes + num_long must be >= 1")
         if isinstance(self.rate, bool) or not (isinstance(self.rate, int | float)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from chunkprefill.config import check_int
+
 
 class RequestStatus(enum.Enum):
     WAITING = "waiting"
@@ -30,9 +32,7 @@ class SamplingParams:
     eos_token_id: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
-                or self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        check_int("max_tokens", self.max_tokens, 1)
         if not self.temperature >= 0.0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
 
@@ -60,9 +60,7 @@ class Request:
         self.prompt_token_ids = list(self.prompt_token_ids)
         if not self.prompt_token_ids:
             raise ValueError(f"prompt_token_ids of request {self.request_id!r} must not be empty")
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
-                or self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        check_int("max_tokens", self.max_tokens, 1)
         self.output_token_ids = list(self.output_token_ids)
         # Prompt + sampled outputs: what the KV cache must eventually hold.
         self.num_tokens = len(self.prompt_token_ids) + len(self.output_token_ids)

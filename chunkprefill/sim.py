@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.engine import LLMEngine, RequestOutput, SamplingParams
 from chunkprefill.request import Request
 from chunkprefill.scheduler import SchedulerOutput
@@ -60,11 +60,6 @@ def _check_positive(name: str, value: object, allow_zero: bool = False) -> float
         raise ValueError(f"{name} must be a finite number {rng}, got {value!r}")
     return float(value)
 
-
-def _check_int(name: str, value: object, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
-    return int(value)
 
 
 # ----------------------------------------------------------------------------- hardware
@@ -150,8 +145,8 @@ class ModelSpec:
         for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads",
                      "intermediate_size", "vocab_size", "bytes_per_param",
                      "tensor_parallel_size"):
-            _check_int(name, getattr(self, name), 1)
-        _check_int("max_model_len", self.max_model_len, 2)
+            check_int(name, getattr(self, name), 1)
+        check_int("max_model_len", self.max_model_len, 2)
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of "
                              f"num_heads ({self.num_heads})")
@@ -308,7 +303,7 @@ class CostModel:
                 raise ValueError(f"{name} must be in (0, 1], got {v!r}")
         _check_positive("step_overhead_s", self.step_overhead_s, allow_zero=True)
         _check_positive("per_seq_overhead_s", self.per_seq_overhead_s, allow_zero=True)
-        _check_int("attention_tile", self.attention_tile, 1)
+        check_int("attention_tile", self.attention_tile, 1)
         m, hw = self.model, self.hardware
         usable = hw.memory_bytes * self.gpu_memory_utilization
         if m.weight_bytes_per_gpu >= usable:
@@ -405,8 +400,8 @@ class CostModel:
     def decode_step_time(self, batch_size: int = 32, context_len: int = 4096) -> float:
         """A decode-only iteration: ``batch_size`` requests, one token each, each with
         ``context_len`` tokens of KV. Sarathi-Serve's SLO yardstick (32 x 4k)."""
-        _check_int("batch_size", batch_size, 1)
-        _check_int("context_len", context_len, 0)
+        check_int("batch_size", batch_size, 1)
+        check_int("context_len", context_len, 0)
         return self.step_time([(1, context_len)] * batch_size)
 
     @property
@@ -417,7 +412,7 @@ class CostModel:
 
     def kv_cache_config(self, block_size: int = 16) -> CacheConfig:
         """The paged cache this GPU can hold (vLLM sizes it the same way, from memory)."""
-        num_blocks = self.max_kv_tokens // _check_int("block_size", block_size, 1)
+        num_blocks = self.max_kv_tokens // check_int("block_size", block_size, 1)
         if num_blocks < 1:
             raise ValueError(f"{self.model.name} leaves no room for a KV block on "
                              f"{self.hardware.name}")
@@ -650,8 +645,8 @@ def budget_from_profiling(cost_model: CostModel, slo_s: float, num_decodes: int 
     ``context_len`` + one prefill chunk, also ``context_len`` deep) whose predicted time
     meets ``slo_s``. Step time is monotone in tokens, so bisection finds it."""
     slo_s = _check_slo(cost_model, slo_s)
-    _check_int("num_decodes", num_decodes, 0)
-    _check_int("multiple_of", multiple_of, 1)
+    check_int("num_decodes", num_decodes, 0)
+    check_int("multiple_of", multiple_of, 1)
 
     def t(tokens: int) -> float:
         chunk = tokens - num_decodes
@@ -727,11 +722,11 @@ def chunking_overhead(cost_model: CostModel, prompt_len: int,
     """Predicted time to prefill one ``prompt_len`` prompt alone in chunks of each size,
     divided by the time in one piece: the price of chunking (weights re-read every step,
     earlier chunks' KV re-read, per-step overhead)."""
-    _check_int("prompt_len", prompt_len, 1)
+    check_int("prompt_len", prompt_len, 1)
     whole = cost_model.step_time([(prompt_len, 0)])
     out = []
     for size in chunk_sizes:
-        size = _check_int("chunk_size", size, 1)
+        size = check_int("chunk_size", size, 1)
         total, done = 0.0, 0
         while done < prompt_len:
             q = min(size, prompt_len - done)
@@ -960,7 +955,7 @@ class ThreadTimeExecutor:
 
     def __init__(self, inner: Any, min_of: int = 1) -> None:
         self.inner = inner
-        self.min_of = _check_int("min_of", min_of, 1)
+        self.min_of = check_int("min_of", min_of, 1)
 
     def check_prompt(self, prompt_token_ids: Sequence[int]) -> None:
         self.inner.check_prompt(prompt_token_ids)

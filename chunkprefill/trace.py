@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler
 
@@ -24,16 +24,8 @@ class TraceRequest:
     arrival_step: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("prompt_len", "output_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(
-                    f"{name} of {self.request_id!r} must be an integer >= 1, got {v!r}")
-        if isinstance(self.arrival_step, bool) or not isinstance(self.arrival_step, int) \
-                or self.arrival_step < 0:
-            raise ValueError(
-                f"arrival_step of {self.request_id!r} must be an integer >= 0, "
-                f"got {self.arrival_step!r}")
+        for name, lo in (("prompt_len", 1), ("output_len", 1), ("arrival_step", 0)):
+            check_int(f"{name} of {self.request_id!r}", getattr(self, name), lo)
 
 
 @dataclass
