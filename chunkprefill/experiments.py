@@ -14,6 +14,7 @@ import numpy as np
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.engine import LLMEngine, RequestOutput, SamplingParams, StepRecord
+from chunkprefill.metrics import pooled_itl
 
 
 @dataclass
@@ -56,7 +57,7 @@ class StallResult:
     @property
     def decode_itl(self) -> np.ndarray:
         """Every inter-token gap of the decoding requests, pooled (seconds)."""
-        return np.array([g for o in self.decode_outputs for g in o.metrics.itl])
+        return pooled_itl(o.metrics for o in self.decode_outputs)
 
     @property
     def p99_itl(self) -> float:
@@ -320,7 +321,7 @@ class MixedResult:
     @property
     def itl(self) -> np.ndarray:
         """Every inter-token gap of every request, pooled (``vllm bench serve``), seconds."""
-        return np.array([g for o in self.outputs for g in o.metrics.itl])
+        return pooled_itl(o.metrics for o in self.outputs)
 
     @property
     def ttft(self) -> np.ndarray:

@@ -7,6 +7,7 @@ as vLLM does). Imports no torch."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -43,6 +44,23 @@ class RequestMetrics:
         return (self.token_times[-1] - self.token_times[0]) / (n - 1)
 
 
+def pooled_itl(metrics: Iterable[RequestMetrics]) -> np.ndarray:
+    """Every inter-token gap of every request, pooled in request order (the ITL sample
+    of ``vllm bench serve``). One concatenation and one ``np.diff`` instead of a Python
+    loop per token: a simulated run has millions of tokens."""
+    lists = [m.token_times for m in metrics]
+    lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    total = int(lens.sum())
+    if total < 2:
+        return np.empty(0)
+    times = np.fromiter(itertools.chain.from_iterable(lists), dtype=float, count=total)
+    keep = np.ones(total - 1, dtype=bool)
+    starts = np.cumsum(lens)[:-1]  # where each request after the first begins
+    starts = starts[(starts > 0) & (starts < total)]
+    keep[starts - 1] = False  # the gap from one request's last token to the next's first
+    return np.diff(times)[keep]
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """``np.percentile`` with a clear error for an empty sample."""
     if len(values) == 0:
@@ -57,17 +75,18 @@ def summarize(metrics: Iterable[RequestMetrics],
     ms = list(metrics)
     samples = {
         "ttft": [m.ttft for m in ms if m.ttft is not None],
-        "itl": [g for m in ms for g in m.itl],
+        "itl": pooled_itl(ms),
         "tpot": [m.tpot for m in ms if m.tpot is not None],
         "e2el": [m.e2el for m in ms if m.e2el is not None],
     }
     out: dict[str, dict[str, float]] = {}
     for name, vals in samples.items():
-        if not vals:
+        if len(vals) == 0:
             out[name] = {"n": 0}
             continue
         arr = np.asarray(vals, dtype=float)
         row = {"n": float(arr.size), "mean": float(arr.mean()), "max": float(arr.max())}
-        row.update({f"p{q:g}": float(np.percentile(arr, q)) for q in percentiles})
+        qs = np.percentile(arr, list(percentiles))  # one partition for all of them
+        row.update({f"p{q:g}": float(v) for q, v in zip(percentiles, qs, strict=True)})
         out[name] = row
     return out

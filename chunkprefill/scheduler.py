@@ -10,9 +10,10 @@ Imports no torch: the same object drives the toy model and the cost-model simula
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.kv_cache import KVCacheManager
 from chunkprefill.request import Request, RequestStatus
 
@@ -21,7 +22,9 @@ from chunkprefill.request import Request, RequestStatus
 class SchedulerOutput:
     """One step's work. ``num_scheduled_tokens`` is in scheduling order (running
     requests first). ``num_computed_tokens[r]`` is where request r's tokens start this
-    step; ``block_tables[r]`` is a snapshot covering them. ``finished_req_ids`` are the
+    step; ``block_tables[r]`` is r's block table, not a copy: tables only ever grow at the
+    end (a freed table is dropped, never edited), so the entries covering this step's tokens
+    stay valid, and later steps may have appended more. ``finished_req_ids`` are the
     requests that finished since the previous ``schedule()`` (vLLM's meaning)."""
 
     num_scheduled_tokens: dict[str, int]
@@ -53,11 +56,27 @@ class _StepState:
     new_ids: list[str] = field(default_factory=list)
     resumed_ids: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)  # scheduled, in order
 
     def add(self, request: Request, n: int) -> None:
         self.num_scheduled[request.request_id] = n
         self.start[request.request_id] = request.num_computed_tokens
+        self.requests.append(request)
         self.token_budget -= n
+
+
+@dataclass
+class DecodeRun:
+    """What ``Scheduler.advance_decode_run`` did: ``num_steps`` plain decode steps of
+    ``request_ids`` (the running requests, in order), each running ``num_steps_each[i]``
+    of them (fewer if it stopped); ``finished[k]``: the requests that stopped in step k
+    (0-based); the free KV blocks after each step."""
+
+    num_steps: int
+    request_ids: list[str]
+    num_steps_each: list[int]
+    finished: list[list[str]]
+    num_free_blocks: list[int]
 
 
 class Scheduler:
@@ -132,19 +151,21 @@ class Scheduler:
 
     def _schedule_running(self, step: _StepState, threshold: int) -> None:
         """Pass 1: running requests in admission order; preempt the newest on KV shortage."""
+        running, allocate_slots = self.running, self.kv_cache_manager.allocate_slots
+        last_position = self.max_model_len - 1  # the last position that gets a KV slot
         req_index = 0
-        while req_index < len(self.running) and step.token_budget > 0:
-            request = self.running[req_index]
-            n = request.num_owed_tokens
+        while req_index < len(running) and step.token_budget > 0:
+            request = running[req_index]
+            n = request.num_tokens - request.num_computed_tokens  # owed: 1 for a decode
             if 0 < threshold < n:
                 n = threshold
-            n = min(n, step.token_budget, self.max_model_len - 1 - request.num_computed_tokens)
+            n = min(n, step.token_budget, last_position - request.num_computed_tokens)
             if n <= 0:
                 req_index += 1
                 continue
-            while self.kv_cache_manager.allocate_slots(request, n) is None:
+            while allocate_slots(request, n) is None:
                 # Out of KV blocks: preempt the last running request (recompute later).
-                victim = self.running.pop()
+                victim = running.pop()
                 self._preempt(victim)
                 step.preempted.append(victim.request_id)
                 if victim is request:
@@ -180,20 +201,19 @@ class Scheduler:
     def _finish_schedule(self, step: _StepState) -> SchedulerOutput:
         """Advance ``num_computed_tokens`` now, so the next schedule() sees the new state."""
         num_prefill = num_decode = 0
-        for rid, n in step.num_scheduled.items():
-            request = self.requests[rid]
+        tables = self.kv_cache_manager.block_tables
+        for request, n in zip(step.requests, step.num_scheduled.values(), strict=True):
             c = request.num_computed_tokens
             # Positions before prefill_end are prompt (or recomputed) work; after: decode.
-            prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
-            decode = max(0, c + n - max(c, prefill_end))
+            prefill_end = max(len(request.prompt_token_ids), request.num_tokens - 1)
+            decode = c + n - max(c, prefill_end) if c + n > prefill_end else 0
             num_decode += decode
             num_prefill += n - decode
             request.num_computed_tokens = c + n
         out = SchedulerOutput(
             num_scheduled_tokens=step.num_scheduled,
             num_computed_tokens=step.start,
-            block_tables={rid: list(self.kv_cache_manager.get_block_table(rid))
-                          for rid in step.num_scheduled},
+            block_tables={rid: tables[rid] for rid in step.num_scheduled},
             scheduled_new_req_ids=step.new_ids,
             scheduled_resumed_req_ids=step.resumed_ids,
             preempted_req_ids=step.preempted,
@@ -220,31 +240,183 @@ class Scheduler:
         """Append each sampled token and finish requests that are done; returns the ids
         finished by this step. Exactly the scheduled requests with nothing left owed
         sample; a mid-prefill chunk samples nothing."""
-        expected = [rid for rid in scheduler_output.num_scheduled_tokens
-                    if self.requests[rid].num_owed_tokens == 0]
+        requests = self.requests
+        expected = []  # the requests that owe nothing now, in scheduling order
+        for rid in scheduler_output.num_scheduled_tokens:
+            request = requests[rid]
+            if request.num_tokens == request.num_computed_tokens:
+                expected.append(request)
         if len(sampled_token_ids) != len(expected) or any(
-                rid not in sampled_token_ids for rid in expected):
+                r.request_id not in sampled_token_ids for r in expected):
             raise ValueError(
                 f"sampled_token_ids must hold exactly the requests that completed their "
-                f"owed tokens this step: expected {sorted(expected)}, got "
+                f"owed tokens this step: expected {sorted(r.request_id for r in expected)}, got "
                 f"{sorted(sampled_token_ids)}"
             )
         finished: list[str] = []
-        for rid in expected:
-            request = self.requests[rid]
-            token = sampled_token_ids[rid]
+        for request in expected:
+            token = sampled_token_ids[request.request_id]
             request.append_output_token(token)
-            if token == request.eos_token_id:
-                request.status = RequestStatus.FINISHED_STOPPED
-            elif (request.num_tokens >= self.max_model_len
-                  or request.num_output_tokens >= request.max_tokens):
-                request.status = RequestStatus.FINISHED_LENGTH_CAPPED
-            else:
-                continue
-            self.kv_cache_manager.free(request)
-            del self.requests[rid]
-            finished.append(rid)
+            if self._check_stop(request, token):
+                finished.append(request.request_id)
+        self._remove_finished(finished)
+        return finished
+
+    def _check_stop(self, request: Request, token: int) -> bool:
+        """After ``token`` was appended: finish ``request`` (free its KV) if it is done."""
+        if token == request.eos_token_id:
+            request.status = RequestStatus.FINISHED_STOPPED
+        elif (request.num_tokens >= self.max_model_len
+              or request.num_output_tokens >= request.max_tokens):
+            request.status = RequestStatus.FINISHED_LENGTH_CAPPED
+        else:
+            return False
+        self.kv_cache_manager.free(request)
+        del self.requests[request.request_id]
+        return True
+
+    def _remove_finished(self, finished: list[str]) -> None:
         if finished:  # one pass, not an O(running) remove per finished request
             self.running = [r for r in self.running if not r.is_finished]
         self._finished_since_schedule.extend(finished)
-        return finished
+
+    # -- many decode steps at once (the simulator's fast path) ------------------------
+    def decode_run_length(self, max_steps: int, token_id: int) -> int:
+        """How many of the next steps (at most ``max_steps``) are certain to be *plain
+        decode steps*, given that every request samples ``token_id`` and nothing arrives:
+        each running request gets exactly 1 token per step, in the same order, until it
+        stops (``eos_token_id``, ``max_tokens`` or ``max_model_len``) and drops out; nobody
+        is admitted or preempted. 0 if the next step is not one. Why it is certain: with
+        the waiting queue empty and every running request owing 1 token, ``schedule()``
+        hands each of them 1 token (the budget holds one per request: SchedulerConfig
+        demands max_num_batched_tokens >= max_num_seqs), and a decode needs at most one
+        new KV block per ``block_size`` steps (checked: all of them fit the blocks free
+        now, so no allocation can fail)."""
+        return self._plan_decode_run(max_steps, token_id)[0]
+
+    def _plan_decode_run(self, max_steps: int, token_id: int
+                         ) -> tuple[int, list[int], list[int]]:
+        """(steps, each running request's num_computed_tokens, steps until each stops) of
+        the longest run of plain decode steps, at most ``max_steps``."""
+        running = self.running
+        if self.waiting or not running or max_steps < 1:
+            return 0, [], []
+        mml = self.max_model_len
+        context_lens, steps_left = [], []
+        for r in running:
+            num_tokens, c = r.num_tokens, r.num_computed_tokens
+            if num_tokens - c != 1 or not r.output_token_ids:
+                return 0, [], []  # not a decode: (the last token of) a prompt, or resumed
+            left = r.max_tokens - len(r.output_token_ids)  # tokens until it stops
+            if mml - num_tokens < left:
+                left = mml - num_tokens
+            if token_id == r.eos_token_id:
+                left = 1
+            context_lens.append(c)
+            steps_left.append(left)
+        k_max = min(max_steps, max(steps_left))
+        # KV: every block the run takes must be free now (blocks freed by requests that
+        # stop meanwhile are not counted: a shorter run, never a wrong one). The count is
+        # monotone in the step count, so bisect for the largest that fits.
+        free = self.kv_cache_manager.num_free_blocks
+        if self._decode_run_num_new_blocks(context_lens, steps_left, k_max) > free:
+            lo, hi = 0, k_max  # lo fits, hi does not
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                fits = self._decode_run_num_new_blocks(context_lens, steps_left, mid) <= free
+                lo, hi = (mid, hi) if fits else (lo, mid)
+            k_max = lo
+        return k_max, context_lens, steps_left
+
+    def _decode_run_num_new_blocks(self, context_lens: list[int], steps_left: list[int],
+                                   num_steps: int) -> int:
+        """Blocks the running requests take in ``num_steps`` decode steps: request i's KV
+        then covers positions up to ``context_lens[i] + min(steps_left[i], num_steps) - 1``."""
+        bs = self.kv_cache_manager.block_size
+        tables = self.kv_cache_manager.block_tables
+        total = 0
+        for r, c, left in zip(self.running, context_lens, steps_left, strict=True):
+            need = (c + min(left, num_steps) - 1) // bs + 1 - len(tables[r.request_id])
+            if need > 0:
+                total += need
+        return total
+
+    def _decode_run_block_events(self, context_lens: list[int], steps_left: list[int],
+                                 num_steps: int) -> list[tuple[int, int]]:
+        """(step k, running index i) for every block taken in ``num_steps`` decode steps,
+        sorted: the order schedule() takes them, step by step and within a step in running
+        order. Request i's block j (0-based) is taken in the step k whose position,
+        ``num_computed_tokens + k - 1``, is ``j * block_size``."""
+        bs = self.kv_cache_manager.block_size
+        tables = self.kv_cache_manager.block_tables
+        events: list[tuple[int, int]] = []
+        for i, r in enumerate(self.running):
+            c, left = context_lens[i], steps_left[i]
+            held = len(tables[r.request_id])
+            needed = (c + (left if left < num_steps else num_steps) - 1) // bs + 1
+            if needed > held:
+                events.extend((j * bs - c + 1, i) for j in range(held, needed))
+        events.sort()
+        return events
+
+    def advance_decode_run(self, max_steps: int, token_id: int,
+                           choose: Callable[[int, list[int], list[int]], int] | None = None,
+                           ) -> DecodeRun:
+        """Apply the next plain decode steps at once (at most ``max_steps``; see
+        ``decode_run_length``): the same state (tokens, ``num_computed_tokens``, block
+        tables block for block, free-block order, finished requests) as that many rounds
+        of ``schedule()`` + ``update_from_output()`` with every request sampling
+        ``token_id``. ``choose(k, context_lens, steps_left)`` may take fewer than the k
+        possible steps (the simulator stops at the next arrival, which depends on step
+        times only its executor knows): it gets each running request's
+        ``num_computed_tokens`` and the steps until it stops, and returns 1..k.
+        A result with ``num_steps == 0``: the next step is not a plain decode step and
+        nothing was done. The simulator uses this to skip the per-step Python work of
+        decode-only stretches; a test runs workloads both ways and compares every step."""
+        check_int("max_steps", max_steps, 1)
+        k, context_lens, steps_left = self._plan_decode_run(max_steps, token_id)
+        if k == 0:
+            return DecodeRun(0, [], [], [], [])
+        num_steps = k if choose is None else choose(k, context_lens, steps_left)
+        if not (isinstance(num_steps, int) and 1 <= num_steps <= k):
+            raise ValueError(f"choose must return a step count from 1 to {k}, got {num_steps!r}")
+        events = self._decode_run_block_events(context_lens, steps_left, num_steps)
+        running, kv = self.running, self.kv_cache_manager
+        tables, pool = kv.block_tables, kv.block_pool
+        # 1. New blocks, in the order schedule() takes them.
+        for (_, i), block in zip(events, pool.get_new_blocks(len(events)), strict=True):
+            tables[running[i].request_id].append(block)
+        # 2. Each request runs min(steps_left, num_steps) steps; those that stop, stop in
+        #    step order and within a step in running order (update_from_output's order),
+        #    freeing their blocks to the back of the free list after every block taken
+        #    above (all of which came from the front).
+        free_delta = [0] * (num_steps + 1)  # free blocks gained (+) / taken (-) per step
+        for step, _ in events:
+            free_delta[step] -= 1
+        tokens = [token_id] * num_steps
+        stops: list[tuple[int, int]] = []
+        request_ids, num_steps_each = [], []
+        for i, r in enumerate(running):
+            steps = steps_left[i] if steps_left[i] < num_steps else num_steps
+            request_ids.append(r.request_id)
+            num_steps_each.append(steps)
+            r.num_computed_tokens += steps
+            r.output_token_ids.extend(tokens if steps == num_steps else tokens[:steps])
+            r.num_tokens += steps
+            if steps == steps_left[i]:
+                stops.append((steps, i))
+        finished: list[list[str]] = [[] for _ in range(num_steps)]
+        for step, i in sorted(stops):
+            r = running[i]
+            free_delta[step] += len(tables[r.request_id])
+            stopped = self._check_stop(r, token_id)
+            assert stopped, "a request reached steps_left without stopping"
+            finished[step - 1].append(r.request_id)
+        if stops:
+            self.running = [r for r in running if not r.is_finished]
+        self._finished_since_schedule = finished[-1][:]  # reported by the next schedule()
+        free_after, free = [], pool.num_free_blocks - sum(free_delta)
+        for step in range(1, num_steps + 1):
+            free += free_delta[step]
+            free_after.append(free)
+        return DecodeRun(num_steps, request_ids, num_steps_each, finished, free_after)

@@ -1,0 +1,203 @@
+"""The simulator's fast path (``Scheduler.advance_decode_run`` / ``LLMEngine.step_decode_run``)
+must be invisible: every workload run with it and without it (one ``schedule()`` +
+``update_from_output()`` per step) gives the same step log, bit for bit, the same token
+times, outputs and final KV state."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
+from chunkprefill.engine import LLMEngine, SamplingParams
+from chunkprefill.kv_cache import cdiv
+from chunkprefill.sim import (
+    FAKE_TOKEN_ID,
+    CostModel,
+    CostModelExecutor,
+    HardwareSpec,
+    ModelSpec,
+    scheduler_config_for,
+    simulate,
+)
+from chunkprefill.workload import sharegpt_like
+
+MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 4
+LLAMA3, H100 = ModelSpec.llama3_8b(), HardwareSpec.h100_sxm()
+
+
+def _engine_state(engine: LLMEngine) -> tuple:
+    kv = engine.scheduler.kv_cache_manager
+    return (list(kv.block_pool._free), {k: list(v) for k, v in kv.block_tables.items()},
+            engine.clock, engine.executor.num_steps)
+
+
+def _run(requests, sc, cc, fast_forward, noise_sigma=0.0, decode_attention="ragged"):
+    cm = CostModel(LLAMA3, H100, decode_attention=decode_attention)
+    engine = LLMEngine(CostModelExecutor(cm, noise_sigma, seed=7), sc, cc,
+                       fast_forward=fast_forward)
+    for rid, prompt, max_tokens, eos, arrival in requests:
+        engine.add_request([0] * prompt, SamplingParams(max_tokens, eos_token_id=eos), rid,
+                           arrival_time=arrival)
+    outputs = engine.run()
+    return engine, outputs
+
+
+def _assert_same(a: tuple, b: tuple) -> None:
+    (ea, oa), (eb, ob) = a, b
+    assert ea.step_log == eb.step_log  # every field of every step, floats exactly
+    assert [(o.request_id, o.output_token_ids, o.finished, o.metrics.token_times)
+            for o in oa] == [(o.request_id, o.output_token_ids, o.finished,
+                              o.metrics.token_times) for o in ob]
+    assert _engine_state(ea) == _engine_state(eb)
+
+
+@st.composite
+def workloads(draw):
+    policy = draw(st.sampled_from(["fcfs", "fcfs", "prefill_first"]))
+    chunked = draw(st.booleans())
+    block_size = draw(st.sampled_from([1, 2, 4, 16]))
+    max_model_len = draw(st.integers(8, 96))
+    whole = not chunked or policy == "prefill_first"
+    budget = draw(st.integers(max_model_len if whole else 1, 100))
+    max_num_seqs = draw(st.integers(1, min(budget, 8)))
+    threshold = 0 if policy == "prefill_first" else draw(st.integers(0, max_model_len))
+    reqs = draw(st.lists(st.tuples(st.integers(1, max_model_len - 1),  # prompt
+                                   st.integers(1, 40),                   # max_tokens
+                                   st.booleans(),                        # eos on token 1
+                                   st.floats(0.0, 0.2)),                 # arrival, s
+                         min_size=1, max_size=8))
+    largest = max(min(p + o - 1, max_model_len - 1) for p, o, _, _ in reqs)
+    num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
+    requests = [(f"r{i}", p, o, FAKE_TOKEN_ID if eos and i % 3 == 0 else None, t)
+                for i, (p, o, eos, t) in enumerate(reqs)]
+    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len, policy),
+            CacheConfig(block_size, num_blocks), requests,
+            draw(st.sampled_from([0.0, 0.3])), draw(st.sampled_from(["ragged", "padded"])))
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(workloads())
+def test_fast_forward_changes_nothing(w):
+    """Tight caches (preemptions), max_model_len caps, eos on the first token, arrivals in
+    the middle of decode stretches, both policies, step-time noise, padded attention."""
+    sc, cc, requests, noise, attention = w
+    fast = _run(requests, sc, cc, True, noise, attention)
+    _assert_same(fast, _run(requests, sc, cc, False, noise, attention))
+    event(f"fast path took {'some' if fast[0].num_fast_forward_steps else 'no'} steps")
+
+
+def test_fast_forward_on_a_served_workload_is_exact_and_does_the_work():
+    """A ShareGPT-like run at 2 QPS with a KV cache small enough to preempt: identical
+    results, and most steps went through the fast path (it is not a no-op)."""
+    cm = CostModel(LLAMA3, H100)
+    wl = sharegpt_like(150, 2.0, seed=3, max_model_len=4096)
+    sc = scheduler_config_for("chunked", 512, 4096, max_num_seqs=32)
+    cc = CacheConfig(block_size=16, num_blocks=2000)
+    fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))
+    assert fast.step_log == slow.step_log
+    assert [o.metrics.token_times for o in fast.outputs] == [
+        o.metrics.token_times for o in slow.outputs]
+    assert list(fast.scheduling_delays) == list(slow.scheduling_delays)
+    assert fast.summary == slow.summary
+    assert any(s.preempted for s in fast.step_log)
+    assert fast.engine.num_fast_forward_steps > 0.5 * len(fast.step_log)
+    assert slow.engine.num_fast_forward_steps == 0
+
+
+# ----------------------------------------------------------------------------- scheduler level
+
+
+def _decoding_scheduler(num_blocks: int = 64, block_size: int = 4,
+                        max_tokens: tuple[int, ...] = (9, 30, 4)) -> Scheduler:
+    sched = Scheduler(SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=8, max_model_len=64),
+                      CacheConfig(block_size=block_size, num_blocks=num_blocks))
+    for i, m in enumerate(max_tokens):
+        sched.add_request(Request(f"r{i}", [0] * (5 + 3 * i), max_tokens=m))
+    while any(r.num_owed_tokens != 1 for r in sched.requests.values()) or sched.waiting:
+        out = sched.schedule()
+        sched.update_from_output(out, {rid: FAKE_TOKEN_ID for rid in out.num_scheduled_tokens
+                                       if sched.requests[rid].num_owed_tokens == 0})
+    return sched
+
+
+def _step(sched: Scheduler, n: int) -> list[list[str]]:
+    finished = []
+    for _ in range(n):
+        out = sched.schedule()
+        sampled = {rid: FAKE_TOKEN_ID for rid in out.num_scheduled_tokens
+                   if sched.requests[rid].num_owed_tokens == 0}
+        assert out.num_scheduled_tokens == dict.fromkeys(sampled, 1)  # plain decode
+        finished.append(sched.update_from_output(out, sampled))
+    return finished
+
+
+def _state(sched: Scheduler) -> tuple:
+    kv = sched.kv_cache_manager
+    return (list(kv.block_pool._free), {k: list(v) for k, v in kv.block_tables.items()},
+            [(r.request_id, r.num_computed_tokens, r.num_tokens, r.status)
+             for r in sched.running], sched._finished_since_schedule)
+
+
+@pytest.mark.parametrize("num_steps", [1, 3, 4, 5, 16, 29])
+def test_advance_decode_run_equals_stepping(num_steps):
+    """Requests stop inside the run (max_tokens 9, 30, 4 after one sampled token each):
+    same tokens, block tables block for block, free-list order and finished steps."""
+    a, b = _decoding_scheduler(), _decoding_scheduler()
+    assert a.decode_run_length(1000, FAKE_TOKEN_ID) == 29  # until the last one stops
+    run = a.advance_decode_run(1000, FAKE_TOKEN_ID, lambda k, c, left: num_steps)
+    assert run.finished == _step(b, num_steps)
+    assert _state(a) == _state(b)
+    assert run.num_free_blocks[-1] == b.kv_cache_manager.num_free_blocks
+
+
+def test_decode_run_stops_before_the_kv_cache_runs_out():
+    """9 free blocks of 4 slots: the run ends before the step whose allocation would fail
+    (that step preempts; the normal path must handle it)."""
+    a = _decoding_scheduler(num_blocks=16, max_tokens=(40, 40, 40))
+    b = _decoding_scheduler(num_blocks=16, max_tokens=(40, 40, 40))
+    k = a.decode_run_length(1000, FAKE_TOKEN_ID)
+    assert 1 <= k < 40
+    a.advance_decode_run(k, FAKE_TOKEN_ID)
+    _step(b, k)
+    assert _state(a) == _state(b)
+    assert a.decode_run_length(1000, FAKE_TOKEN_ID) == 0
+    assert b.schedule().preempted_req_ids  # the next step does preempt
+
+
+def test_no_decode_run_while_anything_waits_or_prefills():
+    sched = _decoding_scheduler()
+    sched.add_request(Request("late", [0] * 10, max_tokens=3))
+    assert sched.decode_run_length(100, FAKE_TOKEN_ID) == 0
+    run = sched.advance_decode_run(100, FAKE_TOKEN_ID)
+    assert run.num_steps == 0 and run.request_ids == []
+    fresh = Scheduler(SchedulerConfig(max_num_batched_tokens=4, max_num_seqs=4), CacheConfig())
+    fresh.add_request(Request("a", [0] * 10, max_tokens=3))
+    fresh.update_from_output(fresh.schedule(), {})  # 4 of 10 prompt tokens done
+    assert fresh.decode_run_length(100, FAKE_TOKEN_ID) == 0
+
+
+def test_eos_on_the_next_token_ends_the_run_after_one_step():
+    sched = Scheduler(SchedulerConfig(), CacheConfig())
+    sched.add_request(Request("a", [0] * 5, max_tokens=50))
+    sched.add_request(Request("b", [0] * 5, max_tokens=50, eos_token_id=FAKE_TOKEN_ID))
+    out = sched.schedule()
+    sched.update_from_output(out, {"a": 2, "b": 2})  # first tokens, not eos
+    run = sched.advance_decode_run(100, FAKE_TOKEN_ID)
+    assert run.num_steps == 49 and run.finished[0] == ["b"] and run.finished[-1] == ["a"]
+    assert run.num_steps_each == [49, 1]
+
+
+@pytest.mark.parametrize("bad", [0, 4, -1, 2.0, None])
+def test_choose_must_return_a_valid_step_count(bad):
+    sched = _decoding_scheduler(max_tokens=(4, 4, 4))
+    with pytest.raises(ValueError, match="choose must return a step count from 1 to 3"):
+        sched.advance_decode_run(100, FAKE_TOKEN_ID, lambda k, c, left: bad)
+
+
+def test_max_steps_must_be_positive():
+    with pytest.raises(ValueError, match="max_steps"):
+        _decoding_scheduler().advance_decode_run(0, FAKE_TOKEN_ID)
