@@ -12,9 +12,11 @@ def check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
     """Return ``value`` as an int, or raise a ``ValueError`` naming ``name`` and the allowed
     range unless it is an integer (numpy's too; not a bool) with ``lo <= value (<= hi)``.
     The one validator every config, request and workload class uses."""
-    rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+    if type(value) is int and value >= lo and (hi is None or value <= hi):
+        return value  # the common case, cheaply: requests are checked by the thousand
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
             or value < lo or (hi is not None and value > hi):
+        rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
         raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
     return int(value)
 

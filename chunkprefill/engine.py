@@ -30,7 +30,7 @@ class RequestOutput:
     finished: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecord:
     """One engine step, for timelines and the step-time plots."""
 
@@ -180,6 +180,8 @@ class LLMEngine:
         if not self.fast_forward:
             return None
         self._admit_arrivals()
+        if self.scheduler.waiting or not self.scheduler.running:
+            return None  # the next step admits a request (or there is nothing to run)
         if self._pending:
             stop_at = min(stop_at, self._pending[0].arrival_time)
         executor: DecodeRunExecutor = self.executor  # type: ignore[assignment]

@@ -16,7 +16,7 @@ import numpy as np
 PERCENTILES = (50, 90, 99)
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestMetrics:
     """Arrival and per-token times (seconds on the engine's clock) of one request."""
 

@@ -37,7 +37,7 @@ class SamplingParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
     """One generation request. ``eq=False``: requests compare by identity, as the
     scheduler's queues need."""

@@ -79,6 +79,43 @@ class DecodeRun:
     num_free_blocks: list[int]
 
 
+@dataclass
+class _DecodePlan:
+    """A run of plain decode steps, per running request (in order): its id,
+    ``num_computed_tokens``, the steps until it stops, and its block table (the list)."""
+
+    num_steps: int
+    request_ids: list[str]
+    context_lens: list[int]
+    steps_left: list[int]
+    block_tables: list[list[int]]
+
+    def num_new_blocks(self, num_steps: int, block_size: int) -> int:
+        """Blocks taken in ``num_steps`` steps: request i's KV then covers positions up
+        to ``context_lens[i] + min(steps_left[i], num_steps) - 1``."""
+        total = 0
+        for c, left, table in zip(self.context_lens, self.steps_left, self.block_tables,
+                                  strict=True):
+            need = (c + min(left, num_steps) - 1) // block_size + 1 - len(table)
+            if need > 0:
+                total += need
+        return total
+
+    def block_events(self, num_steps: int, block_size: int) -> list[tuple[int, int]]:
+        """(step k, request index i) for every block taken in ``num_steps`` steps, sorted:
+        the order schedule() takes them, step by step and within a step in running order.
+        Request i's block j (0-based) is taken in the step k whose position,
+        ``num_computed_tokens + k - 1``, is ``j * block_size``."""
+        events: list[tuple[int, int]] = []
+        for i, (c, left, table) in enumerate(zip(self.context_lens, self.steps_left,
+                                                 self.block_tables, strict=True)):
+            needed = (c + (left if left < num_steps else num_steps) - 1) // block_size + 1
+            if needed > len(table):
+                events.extend((j * block_size - c + 1, i) for j in range(len(table), needed))
+        events.sort()
+        return events
+
+
 class Scheduler:
     """Decides, each step, how many tokens each request runs (DESIGN.md section 4)."""
 
@@ -292,72 +329,46 @@ class Scheduler:
         demands max_num_batched_tokens >= max_num_seqs), and a decode needs at most one
         new KV block per ``block_size`` steps (checked: all of them fit the blocks free
         now, so no allocation can fail)."""
-        return self._plan_decode_run(max_steps, token_id)[0]
+        plan = self._plan_decode_run(max_steps, token_id)
+        return 0 if plan is None else plan.num_steps
 
-    def _plan_decode_run(self, max_steps: int, token_id: int
-                         ) -> tuple[int, list[int], list[int]]:
-        """(steps, each running request's num_computed_tokens, steps until each stops) of
-        the longest run of plain decode steps, at most ``max_steps``."""
+    def _plan_decode_run(self, max_steps: int, token_id: int) -> _DecodePlan | None:
+        """The longest run of plain decode steps, at most ``max_steps``; None if there is
+        none. One pass over the running requests."""
         running = self.running
         if self.waiting or not running or max_steps < 1:
-            return 0, [], []
-        mml = self.max_model_len
-        context_lens, steps_left = [], []
+            return None
+        newest = running[-1]  # the one most likely still in its prefill: look first
+        if newest.num_tokens - newest.num_computed_tokens != 1:
+            return None
+        mml, tables = self.max_model_len, self.kv_cache_manager.block_tables
+        plan = _DecodePlan(0, [], [], [], [])
         for r in running:
             num_tokens, c = r.num_tokens, r.num_computed_tokens
             if num_tokens - c != 1 or not r.output_token_ids:
-                return 0, [], []  # not a decode: (the last token of) a prompt, or resumed
+                return None  # not a decode: (the last token of) a prompt, or resumed
             left = r.max_tokens - len(r.output_token_ids)  # tokens until it stops
             if mml - num_tokens < left:
                 left = mml - num_tokens
             if token_id == r.eos_token_id:
                 left = 1
-            context_lens.append(c)
-            steps_left.append(left)
-        k_max = min(max_steps, max(steps_left))
+            plan.request_ids.append(r.request_id)
+            plan.context_lens.append(c)
+            plan.steps_left.append(left)
+            plan.block_tables.append(tables[r.request_id])
+        plan.num_steps = k = min(max_steps, max(plan.steps_left))
         # KV: every block the run takes must be free now (blocks freed by requests that
         # stop meanwhile are not counted: a shorter run, never a wrong one). The count is
         # monotone in the step count, so bisect for the largest that fits.
         free = self.kv_cache_manager.num_free_blocks
-        if self._decode_run_num_new_blocks(context_lens, steps_left, k_max) > free:
-            lo, hi = 0, k_max  # lo fits, hi does not
+        if plan.num_new_blocks(k, self.kv_cache_manager.block_size) > free:
+            lo, hi = 0, k  # lo fits, hi does not
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                fits = self._decode_run_num_new_blocks(context_lens, steps_left, mid) <= free
+                fits = plan.num_new_blocks(mid, self.kv_cache_manager.block_size) <= free
                 lo, hi = (mid, hi) if fits else (lo, mid)
-            k_max = lo
-        return k_max, context_lens, steps_left
-
-    def _decode_run_num_new_blocks(self, context_lens: list[int], steps_left: list[int],
-                                   num_steps: int) -> int:
-        """Blocks the running requests take in ``num_steps`` decode steps: request i's KV
-        then covers positions up to ``context_lens[i] + min(steps_left[i], num_steps) - 1``."""
-        bs = self.kv_cache_manager.block_size
-        tables = self.kv_cache_manager.block_tables
-        total = 0
-        for r, c, left in zip(self.running, context_lens, steps_left, strict=True):
-            need = (c + min(left, num_steps) - 1) // bs + 1 - len(tables[r.request_id])
-            if need > 0:
-                total += need
-        return total
-
-    def _decode_run_block_events(self, context_lens: list[int], steps_left: list[int],
-                                 num_steps: int) -> list[tuple[int, int]]:
-        """(step k, running index i) for every block taken in ``num_steps`` decode steps,
-        sorted: the order schedule() takes them, step by step and within a step in running
-        order. Request i's block j (0-based) is taken in the step k whose position,
-        ``num_computed_tokens + k - 1``, is ``j * block_size``."""
-        bs = self.kv_cache_manager.block_size
-        tables = self.kv_cache_manager.block_tables
-        events: list[tuple[int, int]] = []
-        for i, r in enumerate(self.running):
-            c, left = context_lens[i], steps_left[i]
-            held = len(tables[r.request_id])
-            needed = (c + (left if left < num_steps else num_steps) - 1) // bs + 1
-            if needed > held:
-                events.extend((j * bs - c + 1, i) for j in range(held, needed))
-        events.sort()
-        return events
+            plan.num_steps = lo
+        return plan if plan.num_steps else None
 
     def advance_decode_run(self, max_steps: int, token_id: int,
                            choose: Callable[[int, list[int], list[int]], int] | None = None,
@@ -374,31 +385,31 @@ class Scheduler:
         nothing was done. The simulator uses this to skip the per-step Python work of
         decode-only stretches; a test runs workloads both ways and compares every step."""
         check_int("max_steps", max_steps, 1)
-        k, context_lens, steps_left = self._plan_decode_run(max_steps, token_id)
-        if k == 0:
+        plan = self._plan_decode_run(max_steps, token_id)
+        if plan is None:
             return DecodeRun(0, [], [], [], [])
-        num_steps = k if choose is None else choose(k, context_lens, steps_left)
+        k, steps_left = plan.num_steps, plan.steps_left
+        num_steps = k if choose is None else choose(k, plan.context_lens, steps_left)
         if not (isinstance(num_steps, int) and 1 <= num_steps <= k):
             raise ValueError(f"choose must return a step count from 1 to {k}, got {num_steps!r}")
-        events = self._decode_run_block_events(context_lens, steps_left, num_steps)
         running, kv = self.running, self.kv_cache_manager
-        tables, pool = kv.block_tables, kv.block_pool
-        # 1. New blocks, in the order schedule() takes them.
-        for (_, i), block in zip(events, pool.get_new_blocks(len(events)), strict=True):
-            tables[running[i].request_id].append(block)
+        # 1. New blocks, in the order schedule() takes them; free_delta[k]: free blocks
+        #    gained (+) or taken (-) in step k.
+        events = plan.block_events(num_steps, kv.block_size)
+        free_delta = [0] * (num_steps + 1)
+        for (step, i), block in zip(events, kv.block_pool.get_new_blocks(len(events)),
+                                    strict=True):
+            plan.block_tables[i].append(block)
+            free_delta[step] -= 1
         # 2. Each request runs min(steps_left, num_steps) steps; those that stop, stop in
         #    step order and within a step in running order (update_from_output's order),
         #    freeing their blocks to the back of the free list after every block taken
         #    above (all of which came from the front).
-        free_delta = [0] * (num_steps + 1)  # free blocks gained (+) / taken (-) per step
-        for step, _ in events:
-            free_delta[step] -= 1
         tokens = [token_id] * num_steps
         stops: list[tuple[int, int]] = []
-        request_ids, num_steps_each = [], []
+        num_steps_each = []
         for i, r in enumerate(running):
             steps = steps_left[i] if steps_left[i] < num_steps else num_steps
-            request_ids.append(r.request_id)
             num_steps_each.append(steps)
             r.num_computed_tokens += steps
             r.output_token_ids.extend(tokens if steps == num_steps else tokens[:steps])
@@ -408,15 +419,15 @@ class Scheduler:
         finished: list[list[str]] = [[] for _ in range(num_steps)]
         for step, i in sorted(stops):
             r = running[i]
-            free_delta[step] += len(tables[r.request_id])
+            free_delta[step] += len(plan.block_tables[i])
             stopped = self._check_stop(r, token_id)
             assert stopped, "a request reached steps_left without stopping"
             finished[step - 1].append(r.request_id)
         if stops:
             self.running = [r for r in running if not r.is_finished]
         self._finished_since_schedule = finished[-1][:]  # reported by the next schedule()
-        free_after, free = [], pool.num_free_blocks - sum(free_delta)
+        free_after, free = [], kv.num_free_blocks - sum(free_delta)
         for step in range(1, num_steps + 1):
             free += free_delta[step]
             free_after.append(free)
-        return DecodeRun(num_steps, request_ids, num_steps_each, finished, free_after)
+        return DecodeRun(num_steps, plan.request_ids, num_steps_each, finished, free_after)
