@@ -32,7 +32,8 @@ class BlockPool:
     def get_new_blocks(self, n: int) -> list[int]:
         if n > len(self._free):
             raise ValueError(f"cannot take {n} blocks: only {len(self._free)} free")
-        return [self._free.popleft() for _ in range(n)]
+        take = self._free.popleft
+        return [take() for _ in range(n)]
 
     def free_blocks(self, block_ids: list[int]) -> None:
         self._free.extend(block_ids)

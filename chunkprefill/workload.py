@@ -10,6 +10,10 @@ P90. The two presets follow the length statistics that Sarathi-Serve (Agrawal et
     openchat_sharegpt4 (chat):           prompt median 1730, P90 5696; output median 415, P90 834
     arxiv_summarization (long prompts):  prompt median 7059, P90 12985; output median 208, P90 371
 
+(The two prompt medians are confirmed by a second, independent summary of the paper; the
+P90s and the output statistics have not been cross-checked: verify them against Table 2
+before quoting them as the paper's.)
+
 A lognormal with median m and P90 p has mu = ln m and sigma = ln(p / m) / z_0.9, z_0.9 =
 1.2816. Only the median and P90 are matched; the real distributions are not lognormal,
 so these are "ShareGPT-like" and "arXiv-like", not the datasets. Arrivals are a Poisson
