@@ -201,13 +201,13 @@ class LLMEngine:
         scheduled = dict.fromkeys(ids, 1)  # rebuilt whenever a request stops
         num_blocks = self.scheduler.kv_cache_manager.block_pool.num_blocks
         log, times, clock = self.step_log, [], self.clock
-        for k, d in enumerate(durations):  # the same float arithmetic as step()
-            start, clock = clock, clock + d
+        for k, (d, finished, free) in enumerate(zip(durations, run.finished,
+                                                    run.num_free_blocks, strict=True)):
+            start, clock = clock, clock + d  # the same float arithmetic as step()
             times.append(clock)
             log.append(StepRecord(len(log), scheduled.copy(), 0, len(scheduled), start,
-                                  clock - start, [], run.finished[k],
-                                  1.0 - run.num_free_blocks[k] / num_blocks))
-            if run.finished[k]:
+                                  clock - start, [], finished, 1.0 - free / num_blocks))
+            if finished:
                 scheduled = {rid: 1 for rid, n in zip(ids, run.num_steps_each, strict=True)
                              if n > k + 1}
         self.clock = clock

@@ -342,21 +342,20 @@ class Scheduler:
         if newest.num_tokens - newest.num_computed_tokens != 1:
             return None
         mml, tables = self.max_model_len, self.kv_cache_manager.block_tables
-        plan = _DecodePlan(0, [], [], [], [])
+        steps_left = []
         for r in running:
-            num_tokens, c = r.num_tokens, r.num_computed_tokens
-            if num_tokens - c != 1 or not r.output_token_ids:
+            num_tokens = r.num_tokens
+            if num_tokens - r.num_computed_tokens != 1 or not r.output_token_ids:
                 return None  # not a decode: (the last token of) a prompt, or resumed
             left = r.max_tokens - len(r.output_token_ids)  # tokens until it stops
             if mml - num_tokens < left:
                 left = mml - num_tokens
-            if token_id == r.eos_token_id:
-                left = 1
-            plan.request_ids.append(r.request_id)
-            plan.context_lens.append(c)
-            plan.steps_left.append(left)
-            plan.block_tables.append(tables[r.request_id])
-        plan.num_steps = k = min(max_steps, max(plan.steps_left))
+            steps_left.append(1 if token_id == r.eos_token_id else left)
+        ids = [r.request_id for r in running]
+        plan = _DecodePlan(min(max_steps, max(steps_left)), ids,
+                           [r.num_computed_tokens for r in running], steps_left,
+                           [tables[rid] for rid in ids])
+        k = plan.num_steps
         # KV: every block the run takes must be free now (blocks freed by requests that
         # stop meanwhile are not counted: a shorter run, never a wrong one). The count is
         # monotone in the step count, so bisect for the largest that fits.
