@@ -70,7 +70,9 @@ class DecodeRunExecutor(Executor, Protocol):
     ``num_computed_tokens`` = ``context_lens`` before the first step, request i taking
     part in the first ``steps_left[i]`` of them; it stops after the first step that ends
     at or after ``stop_at`` (from ``clock``), since the step after it would admit
-    arrivals."""
+    arrivals. Such an executor sees no ``SchedulerOutput`` for the steps of a run, so
+    ``finished_req_ids`` never names requests that stopped before a run's last step: it
+    must keep no per-request state (the cost model keeps none)."""
 
     decode_token_id: int
 
@@ -225,16 +227,17 @@ class LLMEngine:
                              self._metrics[rid], finished)
 
     def run(self, max_steps: int = 1_000_000) -> list[RequestOutput]:
-        """Step until every added request has finished; outputs in the order added."""
+        """Step until every added request has finished (at most ``max_steps`` steps, else
+        ``RuntimeError``); outputs in the order added."""
         steps = 0
-        while steps < max_steps:
-            if not self.has_unfinished_requests():
-                return [self._output(rid) for rid in self._all]
+        while self.has_unfinished_requests():
+            if steps >= max_steps:
+                raise RuntimeError(f"engine did not finish within max_steps={max_steps}")
             before = len(self.step_log)
             if self.step_decode_run(max_steps=max_steps - steps) is None:
                 self.step()
             steps += max(len(self.step_log) - before, 1)
-        raise RuntimeError(f"engine did not finish within max_steps={max_steps}")
+        return [self._output(rid) for rid in self._all]
 
     def generate(self, prompts: Sequence[Sequence[int]],
                  sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,

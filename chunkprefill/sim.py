@@ -595,6 +595,8 @@ def run_workload(engine: LLMEngine, workload: Sequence[WorkloadRequest],
     before the first step that starts at or after its arrival, which is what
     ``LLMEngine.step`` does with future arrivals itself; adding them just in time keeps
     the engine's pending list short. Works for any executor, measured or simulated.
+    ``on_step`` is called after every ``step()`` and after every bulk run of decode steps
+    (``LLMEngine.step_decode_run``), not once per step of such a run.
     Returns the finished requests' outputs, in finishing order."""
     reqs = sorted(workload, key=lambda r: r.arrival_time)
     params_cache: dict[int, SamplingParams] = {}

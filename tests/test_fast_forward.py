@@ -6,6 +6,7 @@ times, outputs and final KV state."""
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 from hypothesis import event, given, settings
@@ -23,7 +24,7 @@ from chunkprefill.sim import (
     scheduler_config_for,
     simulate,
 )
-from chunkprefill.workload import sharegpt_like
+from chunkprefill.workload import WorkloadRequest, sharegpt_like
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 4
 LLAMA3, H100 = ModelSpec.llama3_8b(), HardwareSpec.h100_sxm()
@@ -201,3 +202,69 @@ def test_choose_must_return_a_valid_step_count(bad):
 def test_max_steps_must_be_positive():
     with pytest.raises(ValueError, match="max_steps"):
         _decoding_scheduler().advance_decode_run(0, FAKE_TOKEN_ID)
+
+
+# ----------------------------------------------------------------------------- edges a review found
+
+
+@pytest.mark.parametrize("cm", [CostModel.preset("Llama-3-8B", "H100-SXM", 2),
+                                CostModel.preset("Llama-2-70B", "A100-80GB", 8,
+                                                 decode_attention="padded")])
+def test_decode_step_times_are_step_time_bit_for_bit_under_tensor_parallelism(cm):
+    """With TP > 1 the all-reduce term is non-zero: the sum must be associated exactly as
+    step_time's, or the clocks drift apart in the last bits."""
+    rng = random.Random(0)
+    for _ in range(50):
+        n = rng.randint(1, 20)
+        ctx = [rng.randint(1, 4000) for _ in range(n)]
+        left = [rng.randint(1, 60) for _ in range(n)]
+        assert list(cm.decode_step_times(ctx, left)) == [
+            cm.step_time([(1, c + k - 1) for c, s in zip(ctx, left, strict=True) if k <= s])
+            for k in range(1, max(left) + 1)]
+
+
+def test_an_arrival_exactly_at_a_step_end_is_admitted_by_the_next_step():
+    cm = CostModel(LLAMA3, H100)
+    sc, cc = SchedulerConfig(256, 8, max_model_len=1024), CacheConfig(16, 400)
+    base = [WorkloadRequest("a", 0.0, 100, 300), WorkloadRequest("b", 0.0, 50, 200)]
+    ends = [s.end_s for s in simulate(base, cm, sc, cc, fast_forward=False).step_log]
+    for k in (3, 120, 250):
+        wl = base + [WorkloadRequest("c", ends[k], 30, 20)]
+        fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))
+        assert fast.step_log == slow.step_log
+        assert fast.engine.num_fast_forward_steps > 0
+
+
+@pytest.mark.parametrize("max_steps", [1, 5, 37, 100, 101, 1000])
+def test_run_max_steps_counts_every_fast_forwarded_step(max_steps):
+    def run(fast_forward: bool) -> tuple:
+        engine = LLMEngine(CostModelExecutor(CostModel(LLAMA3, H100)),
+                           SchedulerConfig(64, 4, max_model_len=512), CacheConfig(16, 64),
+                           fast_forward=fast_forward)
+        for i in range(4):
+            engine.add_request([0] * 20, SamplingParams(100), f"r{i}", arrival_time=0.001 * i)
+        try:
+            engine.run(max_steps=max_steps)
+        except RuntimeError:
+            return True, engine.step_log, engine.clock
+        return False, engine.step_log, engine.clock
+
+    fast = run(True)
+    assert fast == run(False)
+    # r0 prefills in step 1, the others (arriving meanwhile) in step 2, then 99 decode steps
+    assert fast[0] == (max_steps < 101)
+
+
+@settings(max_examples=MAX_EXAMPLES // 5, deadline=None)
+@given(n=st.integers(1, 30), qps=st.floats(0.5, 20.0), seed=st.integers(0, 10_000),
+       budget=st.sampled_from([64, 256, 2048]), blocks=st.integers(260, 2000))
+def test_simulate_is_the_same_with_and_without_the_fast_path(n, qps, seed, budget, blocks):
+    """``simulate`` (``run_workload`` adding requests just in time) on ShareGPT-like
+    requests, caches from barely one request to roomy."""
+    wl = sharegpt_like(n, qps, seed=seed, max_model_len=4096)
+    sc = scheduler_config_for("chunked", budget, 4096, max_num_seqs=16)
+    cc = CacheConfig(block_size=16, num_blocks=blocks)
+    cm = CostModel(LLAMA3, H100)
+    fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))
+    assert fast.step_log == slow.step_log
+    assert list(fast.scheduling_delays) == list(slow.scheduling_delays)
