@@ -26,6 +26,7 @@ import cProfile
 import pstats
 import statistics
 import time
+import timeit
 
 from chunkprefill.sim import CostModel, scheduler_config_for, simulate
 from chunkprefill.workload import arxiv_like, sharegpt_like
@@ -67,7 +68,10 @@ def main() -> None:
     best, median = min(walls), statistics.median(walls)
     steps = res.step_log
     req_steps = sum(len(s.num_scheduled_tokens) for s in steps)
+    ref = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5)) / 2000 * 1e6
     print(f"{cm.describe()}")
+    print(f"this machine's pure-Python speed: sum(range(1000)) takes {ref:.1f} us "
+          f"(the simulator is pure Python: its time scales with this)")
     print(f"workload: {a.requests} {a.workload}-like requests at {a.qps:g} QPS (generated in "
           f"{gen_s:.2f} s), policy {a.policy}, budget {a.budget}: {len(steps)} steps, "
           f"{req_steps} request-steps, {steps[-1].end_s:.0f} s simulated; "
