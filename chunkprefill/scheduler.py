@@ -193,7 +193,7 @@ class Scheduler:
         req_index = 0
         while req_index < len(running) and step.token_budget > 0:
             request = running[req_index]
-            n = request.num_tokens - request.num_computed_tokens  # owed: 1 for a decode
+            n = request.num_owed_tokens
             if 0 < threshold < n:
                 n = threshold
             n = min(n, step.token_budget, last_position - request.num_computed_tokens)
@@ -242,8 +242,8 @@ class Scheduler:
         for request, n in zip(step.requests, step.num_scheduled.values(), strict=True):
             c = request.num_computed_tokens
             # Positions before prefill_end are prompt (or recomputed) work; after: decode.
-            prefill_end = max(len(request.prompt_token_ids), request.num_tokens - 1)
-            decode = c + n - max(c, prefill_end) if c + n > prefill_end else 0
+            prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
+            decode = max(0, c + n - max(c, prefill_end))
             num_decode += decode
             num_prefill += n - decode
             request.num_computed_tokens = c + n
@@ -277,11 +277,10 @@ class Scheduler:
         """Append each sampled token and finish requests that are done; returns the ids
         finished by this step. Exactly the scheduled requests with nothing left owed
         sample; a mid-prefill chunk samples nothing."""
-        requests = self.requests
         expected = []  # the requests that owe nothing now, in scheduling order
         for rid in scheduler_output.num_scheduled_tokens:
-            request = requests[rid]
-            if request.num_tokens == request.num_computed_tokens:
+            request = self.requests[rid]
+            if request.num_owed_tokens == 0:
                 expected.append(request)
         if len(sampled_token_ids) != len(expected) or any(
                 r.request_id not in sampled_token_ids for r in expected):
@@ -296,7 +295,9 @@ class Scheduler:
             request.append_output_token(token)
             if self._check_stop(request, token):
                 finished.append(request.request_id)
-        self._remove_finished(finished)
+        if finished:  # one pass, not an O(running) remove per finished request
+            self.running = [r for r in self.running if not r.is_finished]
+        self._finished_since_schedule.extend(finished)
         return finished
 
     def _check_stop(self, request: Request, token: int) -> bool:
@@ -311,11 +312,6 @@ class Scheduler:
         self.kv_cache_manager.free(request)
         del self.requests[request.request_id]
         return True
-
-    def _remove_finished(self, finished: list[str]) -> None:
-        if finished:  # one pass, not an O(running) remove per finished request
-            self.running = [r for r in self.running if not r.is_finished]
-        self._finished_since_schedule.extend(finished)
 
     # -- many decode steps at once (the simulator's fast path) ------------------------
     def decode_run_length(self, max_steps: int, token_id: int) -> int:
@@ -338,18 +334,16 @@ class Scheduler:
         running = self.running
         if self.waiting or not running or max_steps < 1:
             return None
-        newest = running[-1]  # the one most likely still in its prefill: look first
-        if newest.num_tokens - newest.num_computed_tokens != 1:
+        if running[-1].num_owed_tokens != 1:  # the newest is the likeliest to be prefilling
             return None
         mml, tables = self.max_model_len, self.kv_cache_manager.block_tables
         steps_left = []
         for r in running:
-            num_tokens = r.num_tokens
-            if num_tokens - r.num_computed_tokens != 1 or not r.output_token_ids:
+            if r.num_owed_tokens != 1 or not r.output_token_ids:
                 return None  # not a decode: (the last token of) a prompt, or resumed
             left = r.max_tokens - len(r.output_token_ids)  # tokens until it stops
-            if mml - num_tokens < left:
-                left = mml - num_tokens
+            if mml - r.num_tokens < left:
+                left = mml - r.num_tokens
             steps_left.append(1 if token_id == r.eos_token_id else left)
         ids = [r.request_id for r in running]
         plan = _DecodePlan(min(max_steps, max(steps_left)), ids,

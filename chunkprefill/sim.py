@@ -521,7 +521,7 @@ class CostModelExecutor:
         for rid, n in scheduler_output.num_scheduled_tokens.items():
             batch.append((n, start[rid]))
             r = requests[rid]
-            if r.num_tokens == r.num_computed_tokens:  # owes nothing: samples
+            if r.num_owed_tokens == 0:  # its last owed token ran: it samples
                 sampled[rid] = FAKE_TOKEN_ID
         self.last_new_req_ids = scheduler_output.scheduled_new_req_ids
         self.num_steps += 1
