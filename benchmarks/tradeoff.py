@@ -17,25 +17,27 @@ import argparse
 import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
-from chunkprefill.experiments import StallWorkload, run_stall, stall_config, tradeoff_sweep
+from chunkprefill.experiments import (
+    TRADEOFF_BUDGETS,
+    TRADEOFF_WORKLOAD,
+    StallWorkload,
+    run_stall,
+    stall_config,
+    tradeoff_sweep,
+)
 from chunkprefill.stats import spearman
 from chunkprefill.timing import clock_label
-
-# Chunk sizes 32 ... 256 beside 32 decodes: 32 down to 4 chunks of the 1,024-token prompt.
-BUDGETS = (64, 80, 96, 128, 160, 224, 288)
-TRADEOFF_WORKLOAD = StallWorkload(num_decodes=32, decode_output_len=48, long_prompt_len=1024,
-                                  long_output_len=2, long_arrival_steps=(4,))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     torch.set_num_threads(1)
     model = ToyTransformer(ModelConfig.small(), seed=0)
     run_stall(model, StallWorkload(num_decodes=4, decode_output_len=8, long_prompt_len=64,
                                    long_arrival_steps=(2,)), stall_config(None, 2048))  # warm-up
-    points = tradeoff_sweep(model, TRADEOFF_WORKLOAD, BUDGETS, repeats=a.repeats)
+    points = tradeoff_sweep(model, TRADEOFF_WORKLOAD, TRADEOFF_BUDGETS, repeats=a.repeats)
     print(f"step clock: {clock_label('cpu')}; {a.repeats} interleaved repeats; "
           "median [95% bootstrap interval]")
     print(f"{'budget':>6} {'chunks':>6} {'long prompt TTFT':>26} {'decodes P99 ITL':>24}")

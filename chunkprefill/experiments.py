@@ -14,9 +14,11 @@ import numpy as np
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.engine import LLMEngine, RequestOutput, SamplingParams, StepRecord
+from chunkprefill.kv_cache import cdiv
 from chunkprefill.metrics import pooled_itl
 from chunkprefill.stats import Estimate, interleaved, median_ci, ratio_ci
 from chunkprefill.timing import gc_paused
+from chunkprefill.trace import TraceRequest
 
 
 @dataclass
@@ -39,6 +41,21 @@ class StallWorkload:
             check_int(name, getattr(self, name), 1)
         if any(s < 0 for s in self.long_arrival_steps):
             raise ValueError("long_arrival_steps must be >= 0")
+
+    def cache_config(self, block_size: int = 16) -> CacheConfig:
+        """A KV cache that holds the whole workload at once: nothing is ever preempted."""
+        need = self.num_decodes * (self.decode_prompt_len + self.decode_output_len) \
+            + len(self.long_arrival_steps) * (self.long_prompt_len + self.long_output_len)
+        return CacheConfig(block_size=block_size, num_blocks=cdiv(need, block_size) + 64)
+
+    def trace_requests(self) -> list[TraceRequest]:
+        """The same workload for ``run_trace`` (no model, no timing): ``run_stall``'s ids,
+        lengths and arrival steps, so its schedule can be checked against the trace's."""
+        dec = [TraceRequest(f"d{i}", self.decode_prompt_len, self.decode_output_len, 0)
+               for i in range(self.num_decodes)]
+        arrivals = sorted(zip(self.long_arrival_steps, range(len(self.long_arrival_steps))))
+        return dec + [TraceRequest(f"long{i}", self.long_prompt_len, self.long_output_len, step)
+                      for step, i in arrivals]
 
     def prompts(self) -> tuple[list[list[int]], list[list[int]]]:
         rng = np.random.default_rng(self.seed)
@@ -80,9 +97,7 @@ def run_stall(model: Any, workload: StallWorkload, scheduler_config: SchedulerCo
               attention_backend: str | None = None, device: Any = None) -> StallResult:
     """Run the workload; long prompt i is added right before step ``long_arrival_steps[i]``."""
     dec, long = workload.prompts()
-    need = workload.num_decodes * (workload.decode_prompt_len + workload.decode_output_len) \
-        + len(long) * (workload.long_prompt_len + workload.long_output_len)
-    cache_config = cache_config or CacheConfig(block_size=16, num_blocks=need // 16 + 64)
+    cache_config = cache_config or workload.cache_config()
     eng = LLMEngine(model, scheduler_config, cache_config, attention_backend, device)
     dec_ids = [eng.add_request(p, SamplingParams(max_tokens=workload.decode_output_len),
                                request_id=f"d{i}") for i, p in enumerate(dec)]
@@ -181,6 +196,14 @@ def stall_config(budget: int | None, max_model_len: int, max_num_seqs: int = 64
     return SchedulerConfig(budget, min(max_num_seqs, budget), max_model_len=max_model_len)
 
 
+# The trade-off experiment of notebook 06 and benchmarks/tradeoff.py: 32 decodes stream while
+# one 1,024-token prompt arrives at step 4; the budgets give chunks of 32 ... 256 tokens
+# (32 down to 4 chunks), so the prompt is chunked at every point.
+TRADEOFF_WORKLOAD = StallWorkload(num_decodes=32, decode_output_len=48, long_prompt_len=1024,
+                                  long_output_len=2, long_arrival_steps=(4,))
+TRADEOFF_BUDGETS = (64, 80, 96, 128, 160, 224, 288)
+
+
 def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
                    repeats: int = 3, max_model_len: int = 2048, progress: bool = False,
                    **kw: Any) -> list[TradeoffPoint]:
@@ -197,7 +220,7 @@ def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
     tasks = {b: (lambda b=b: run_stall(model, workload, stall_config(b, max_model_len),
                                        label=str(b), **kw)) for b in budgets}
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm.std import tqdm  # plain text: a stored notebook keeps its final state
 
         bar = tqdm(total=len(tasks) * repeats, desc="measured runs", unit="run")
         tasks = {b: (lambda f=f: (f(), bar.update())[0]) for b, f in tasks.items()}

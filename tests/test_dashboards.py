@@ -137,31 +137,38 @@ def test_precomputed_positions_are_read_not_measured(data):
         v = widgets.chunk_dashboard_update(data, b)
         assert v.error is None and v.source == "precomputed" and png_ok(v.png)
         assert v.png is data.pngs[data.key(b)]
-        assert f"budget {b}," in v.text and "CPU timing" in v.text
+        assert f"budget {b}," in v.text and "CPU thread time" in v.text
     ref = data.reference_key(data.key(16))
     assert ref.budget == 64 and not ref.chunked and ref in data.runs  # smallest budget >= 52
     assert [p.budget for p in data.sweep_points(data.key(16))] == [16, 32, 64, None]
 
 
-def test_off_grid_position_is_measured_once_then_cached(data):
-    v = widgets.chunk_dashboard_update(data, 8, threshold=4)
+def test_off_grid_position_is_measured_with_its_row_then_cached(data):
+    calls = []
+    v = widgets.chunk_dashboard_update(data, 8, threshold=4,
+                                       progress=lambda done, total: calls.append((done, total)))
     assert v.error is None and v.source == "measured now" and png_ok(v.png)
     assert "threshold 4" in v.text
+    # The sweep panel of a new threshold is a whole sweep, never a lone point: the grid's
+    # budgets at threshold 4 were measured too, and the no-chunking baseline is there.
+    assert [p.budget for p in data.sweep_points(data.key(8, 4))] == [8, 16, 32, 64, None]
+    assert calls[-1][0] == calls[-1][1] >= 4
     again = widgets.chunk_dashboard_update(data, 8, threshold=4)
     assert again.source == "precomputed" and again.png == v.png
+    other = widgets.chunk_dashboard_update(data, 32, threshold=4)  # a lookup along the row
+    assert other.source == "precomputed"
 
 
 def test_smallest_budget():
-    # Separate data: measuring a new budget re-draws the row's panels (their sweep changed).
     d = widgets.ChunkDashboardData(BASE, ModelConfig.tiny())
-    small = widgets.DASH_BUDGETS[0]
-    v = widgets.chunk_dashboard_update(d, small)
-    assert v.error is None and max(s.num_tokens for s in v.result.step_log) <= small
+    d.precompute(budgets=PRE_BUDGETS, progress=False)
+    before = d.pngs[d.key(16)]
     v1 = widgets.chunk_dashboard_update(d, 1)  # the smallest legal budget: one token a step
     assert v1.error is None and max(s.num_tokens for s in v1.result.step_log) == 1
     assert v1.result.scheduler_config.max_num_seqs == 1
-    assert d.key(small) in d.runs and not any(k.row == d.key(1).row and k.budget == small
-                                               for k in d.pngs)  # stale panel dropped
+    # The row's other panels were redrawn: their sweep gained the point at budget 1.
+    assert [p.budget for p in d.sweep_points(d.key(16))] == [1, 16, 32, 64, None]
+    assert d.pngs[d.key(16)] != before
 
 
 def test_threshold_zero_and_max(data):
@@ -212,12 +219,12 @@ def test_dashboard_figure_shows_sweep_cdfs_and_tokens(data):
     fig = data.figure(data.key(32))
     assert isinstance(fig, Figure) and len(fig.axes) == 4
     sweep, itl, ttft, tokens = fig.axes
-    assert "trade-off" in sweep.get_title() and "ITL" in itl.get_title()
+    assert "one run per budget" in sweep.get_title() and "ITL" in itl.get_title()
     assert "TTFT" in ttft.get_title()
     legend = [t.get_text() for t in itl.get_legend().get_texts()]
     assert legend[0].startswith("budget 32:") and legend[1].startswith("no chunking (64):")
     assert len([c for c in tokens.collections if isinstance(c, EventCollection)]) == 5
-    assert "CPU timing" in fig.get_suptitle()
+    assert "CPU thread time" in fig.get_suptitle()
 
 
 def test_dashboard_widget_builds_and_rerenders(data):

@@ -209,3 +209,13 @@ def test_fit_step_time_recovers_a_line_over_the_whole_range():
         fit_step_time([1, 2], [0.1, 0.2])
     with pytest.raises(ValueError, match="> 0"):
         fit_step_time([1, 2, 3], [0.1, 0.0, 0.2])
+
+
+def test_stall_workload_as_a_trace_schedules_like_the_engine(tiny):
+    from chunkprefill import run_trace
+
+    sc = stall_config(12, 64)
+    r = run_stall(tiny, TRADE, sc)
+    steps = run_trace(TRADE.trace_requests(), sc, TRADE.cache_config())
+    assert [s.num_scheduled_tokens for s in steps] == [s.num_scheduled_tokens
+                                                       for s in r.step_log]

@@ -216,7 +216,7 @@ def plot_budget_sweep(
         ax.axvline(current, color="k", lw=1.2, alpha=0.35, zorder=0)
     ax.set_xlabel("token budget per step (max_num_batched_tokens)")
     ax.set_ylabel("ms (log scale)")
-    ax.set_title(title or "Chunk-size trade-off (budget sweep)")
+    ax.set_title(title or "Budget sweep: one run per budget")
     ax.legend(loc="best", fontsize=7, framealpha=0.85)
     return fig
 
