@@ -63,18 +63,21 @@ class KVCacheManager:
     def get_block_table(self, request_id: str) -> list[int]:
         return self.block_tables.get(request_id, [])
 
-    def can_fit_full_sequence(self, request: Request) -> bool:
+    def can_fit_full_sequence(self, request: Request, reserve: int = 0) -> bool:
         """Admission gate (vLLM's ``full_sequence_must_fit``): admit a waiting request
         only if its *whole* current sequence fits, not just this step's chunk, so that
-        chunked prefill does not over-admit and then thrash through preemptions."""
+        chunked prefill does not over-admit and then thrash through preemptions.
+        ``reserve``: blocks that must stay free besides (the watermark)."""
         held = len(self.get_block_table(request.request_id))
         need = self.num_blocks_needed(request.num_tokens) - held
-        return need <= self.num_free_blocks
+        return need + reserve <= self.num_free_blocks
 
-    def allocate_slots(self, request: Request, num_new_tokens: int) -> list[int] | None:
+    def allocate_slots(self, request: Request, num_new_tokens: int,
+                       reserve: int = 0) -> list[int] | None:
         """Grow ``request``'s block table to cover ``num_computed_tokens + num_new_tokens``
         tokens. Returns the newly taken block ids, or None (taking nothing) if the pool
-        is short."""
+        is short, keeping ``reserve`` blocks free besides (the watermark: only a waiting
+        request, which always needs a block, passes one)."""
         if num_new_tokens <= 0:
             raise ValueError(f"num_new_tokens must be >= 1, got {num_new_tokens}")
         table = self.block_tables.get(request.request_id)
@@ -83,7 +86,7 @@ class KVCacheManager:
         need = -(-(request.num_computed_tokens + num_new_tokens) // self.block_size) - len(table)
         if need <= 0:  # the common decode case: the last block still has room
             return []
-        if need > self.block_pool.num_free_blocks:
+        if need + reserve > self.block_pool.num_free_blocks:
             if not table:
                 del self.block_tables[request.request_id]
             return None

@@ -40,7 +40,7 @@ CASES = [
      lambda: SchedulerConfig(16, 16, enable_chunked_prefill=False, max_model_len=64),
      r"max_num_batched_tokens \(16\) is smaller than max_model_len \(64\)"),
     ("prefill_first, budget < max_model_len",
-     lambda: SchedulerConfig(64, 16, max_model_len=128, policy="prefill_first"),
+     lambda: SchedulerConfig(64, 16, max_model_len=128, batching="prefill_first"),
      r"max_num_batched_tokens \(64\) is smaller than max_model_len \(128\)"),
     ("max_model_len too small", lambda: SchedulerConfig(max_model_len=1), "max_model_len"),
     ("unknown policy", lambda: SchedulerConfig(policy="lifo"), "policy"),
