@@ -153,7 +153,8 @@ class Scheduler:
 
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
-        """Queue a request (in ``policy``'s order). Rejects what could never run, instead of hanging."""
+        """Queue a request (in ``policy``'s order). Rejects what could never run, instead
+        of hanging."""
         self.check_request(request)
         request.status = RequestStatus.WAITING
         self.requests[request.request_id] = request

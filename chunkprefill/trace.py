@@ -57,9 +57,9 @@ def run_trace(
 ) -> list[TraceStep]:
     """Step k is the k-th ``schedule()`` call; requests with ``arrival_step == k`` are
     added in list order just before it, with ``arrival_time = k`` (what orders equal
-    priorities under ``policy="priority"``; then the request id, as in vLLM). Every scheduled request with nothing left owed
-    samples one token; a request finishes after ``output_len`` tokens (or at
-    ``max_model_len``). Runs until every request has finished."""
+    priorities under ``policy="priority"``; then the request id, as in vLLM). Every
+    scheduled request with nothing left owed samples one token; a request finishes after
+    ``output_len`` tokens (or at ``max_model_len``). Runs until every request has finished."""
     ids = [r.request_id for r in requests]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
