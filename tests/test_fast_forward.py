@@ -75,7 +75,7 @@ def workloads(draw):
     num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
     requests = [(f"r{i}", p, o, FAKE_TOKEN_ID if eos and i % 3 == 0 else None, t)
                 for i, (p, o, eos, t) in enumerate(reqs)]
-    knobs = {"policy": draw(st.sampled_from(["fcfs", "priority"])), "batching": batching,
+    knobs = {"batching": batching,
              "long_prefill_token_threshold_adaptive": draw(st.booleans()),
              "prefill_schedule_interval": 1 if batching != "mixed" else draw(st.integers(1, 3)),
              "max_num_active_seqs": draw(st.integers(1, max_num_seqs)),

@@ -1,0 +1,156 @@
+"""Each batching style's defining property, and the knobs' and ``policy``'s invariants, over
+random workloads (hypothesis). What is checked is read off the schedules, not the code: a
+request is *decoding* once it has sampled a token since it was last admitted; anything else
+it is scheduled for is prefill (its prompt, or the recomputation of a preempted request)."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
+from chunkprefill.kv_cache import cdiv
+
+MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
+
+
+@st.composite
+def workloads(draw):
+    batching = draw(st.sampled_from(["mixed", "prefill_or_decode", "prefill_first"]))
+    chunked = draw(st.booleans())
+    block_size = draw(st.sampled_from([1, 2, 4, 16]))
+    max_model_len = draw(st.integers(8, 64))
+    whole = not chunked or batching == "prefill_first"
+    budget = draw(st.integers(max_model_len if whole else 1, 80))
+    max_num_seqs = draw(st.integers(1, min(budget, 8)))
+    threshold = 0 if batching == "prefill_first" else draw(st.integers(0, max_model_len))
+    knobs = {
+        "policy": draw(st.sampled_from(["fcfs", "priority"])),
+        "batching": batching,
+        "long_prefill_token_threshold_adaptive": draw(st.booleans()),
+        "prefill_schedule_interval": 1 if batching != "mixed" else draw(st.sampled_from([1, 1,
+                                                                                         2, 4])),
+        "max_num_active_seqs": draw(st.none() | st.integers(1, max_num_seqs)),
+        "watermark": draw(st.sampled_from([0.0, 0.0, 0.1, 0.3])),
+        "scheduler_reserve_full_isl": draw(st.booleans()),
+    }
+    reqs = draw(st.lists(st.tuples(st.integers(1, max_model_len - 1),  # prompt
+                                   st.integers(1, 12),                   # max_tokens
+                                   st.integers(0, 6),                    # arrival step
+                                   st.integers(-2, 2)),                  # priority
+                         min_size=1, max_size=8))
+    largest = max(min(p + o - 1, max_model_len - 1) for p, o, _, _ in reqs)
+    num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
+    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len, **knobs),
+            CacheConfig(block_size, num_blocks), reqs)
+
+
+def _key(r: Request) -> tuple[int, float, str]:
+    return r.priority, r.arrival_time, r.request_id
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(workloads())
+def test_batching_styles_and_knobs(w):
+    sc, cc, reqs = w
+    sched = Scheduler(sc, cc)
+    kv = sched.kv_cache_manager
+    watermark_blocks = int(sc.watermark * (cc.num_blocks + 1))  # vLLM counts its null block
+    pending = sorted(enumerate(reqs), key=lambda x: x[1][2])
+    decoding: set[str] = set()
+    max_steps = 200 * sum(p + o for p, o, _, _ in reqs)
+    step = 0
+    while pending or sched.has_unfinished_requests():
+        assert step < max_steps, "livelock"
+        while pending and pending[0][1][2] == step:
+            i, (p, o, t, prio) = pending.pop(0)
+            # Distinct arrival times: with equal (priority, arrival) vLLM preempts the first
+            # of equals, the longest-running, and two such requests can evict each other
+            # forever (vLLM 0.33.0 does too); distinct keys always let the best one finish.
+            sched.add_request(Request(f"r{i}", [0] * p, max_tokens=o,
+                                      arrival_time=t + i / 100, priority=prio))
+        running_before = list(sched.running)
+        waiting_before = list(sched.waiting)
+        owed = {rid: r.num_owed_tokens for rid, r in sched.requests.items()}
+        computed = {rid: r.num_computed_tokens for rid, r in sched.requests.items()}
+        nreq = len(sched.requests)
+        out = sched.schedule()
+        n = out.num_scheduled_tokens
+        admitted_ids = set(out.scheduled_new_req_ids) | set(out.scheduled_resumed_req_ids)
+        admitted = [rid for rid in n if rid in admitted_ids]  # in admission order
+        prefill = [rid for rid in n if rid not in decoding]
+        decode = [rid for rid in n if rid in decoding]
+
+        # -- the knobs ------------------------------------------------------------------
+        assert len(sched.running) <= sc.max_num_active_reqs <= sc.max_num_seqs
+        cap = sc.long_prefill_token_threshold if nreq > 1 else 0
+        if cap and sc.long_prefill_token_threshold_adaptive:
+            cap = max(cap, sc.max_num_batched_tokens // nreq)
+        if cap:
+            assert all(k <= cap for k in n.values())
+        if admitted and (running_before or len(admitted) > 1):
+            # the last admission kept the watermark free, and nothing was allocated after it
+            assert kv.num_free_blocks >= watermark_blocks
+        # -- policy: queue order and preemption victim ------------------------------------
+        if admitted:
+            order = (sorted(waiting_before, key=_key) if sc.policy == "priority"
+                     else waiting_before)
+            assert admitted == [r.request_id for r in order[:len(admitted)]]
+        if out.preempted_req_ids:
+            victim = (max(running_before, key=lambda r: (r.priority, r.arrival_time))
+                      if sc.policy == "priority" else running_before[-1])
+            assert out.preempted_req_ids[0] == victim.request_id
+            assert not admitted  # the waiting pass is skipped after a preemption
+        # -- the batching styles ----------------------------------------------------------
+        if sc.batching == "prefill_first":  # admissions alone, whole; else decodes alone
+            assert not admitted or set(n) == set(admitted)
+            assert all(n[rid] == owed[rid] for rid in admitted)
+        elif sc.batching == "prefill_or_decode":  # never both in one step; prefill first
+            assert not (prefill and decode)
+            mid_prefill = [r for r in running_before if r.request_id not in decoding]
+            if mid_prefill and not out.preempted_req_ids:
+                assert prefill and not decode
+        elif sc.prefill_schedule_interval == 1 and admitted:
+            # mixed (stall-free): new prompts only get budget after every running request
+            for r in running_before:
+                if (r.request_id not in out.preempted_req_ids
+                        and computed[r.request_id] < sc.max_model_len - 1):
+                    assert r.request_id in n
+        sampled = {rid: 1 for rid in n if sched.requests[rid].num_owed_tokens == 0}
+        sched.update_from_output(out, sampled)
+        decoding -= set(out.preempted_req_ids)
+        decoding |= set(sampled)
+        step += 1
+    assert kv.num_free_blocks == cc.num_blocks and not kv.block_tables
+
+
+def test_the_three_styles_on_the_seed_trace():
+    """Hand-derived from each style's rule: six 1-token decodes, P (40 tokens) at step 2,
+    budget 64, max_model_len 64. mixed: P's whole prompt joins the decodes at step 2;
+    prefill_or_decode and prefill_first: step 2 is P alone, the decodes wait a step."""
+    from chunkprefill import run_trace
+    from chunkprefill.trace import seed_trace_requests
+
+    decodes = {f"D{i}": 1 for i in range(1, 7)}
+    expect = {"mixed": [decodes, decodes, {**decodes, "P": 40}, {**decodes, "P": 1}],
+              "prefill_or_decode": [decodes, decodes, {"P": 40}, {**decodes, "P": 1}],
+              "prefill_first": [decodes, decodes, {"P": 40}, {**decodes, "P": 1}]}
+    for style, first_steps in expect.items():
+        sc = SchedulerConfig(64, 16, max_model_len=64, batching=style)
+        steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
+        assert [s.num_scheduled_tokens for s in steps[:4]] == first_steps, style
+
+
+def test_prefill_or_decode_chunks_without_decodes():
+    """Budget 16: P's 40 tokens run as 16 + 16 + 8 in three prefill-only steps (the decodes
+    stall for all three), where mixed would run 10 + 10 + 10 + 10 beside the decodes."""
+    from chunkprefill import run_trace
+    from chunkprefill.trace import seed_trace_requests
+
+    decodes = {f"D{i}": 1 for i in range(1, 7)}
+    sc = SchedulerConfig(16, 16, max_model_len=1024, batching="prefill_or_decode")
+    steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
+    assert [s.num_scheduled_tokens for s in steps[:6]] == [
+        decodes, decodes, {"P": 16}, {"P": 16}, {"P": 8}, {**decodes, "P": 1}]
