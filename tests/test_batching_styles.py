@@ -154,3 +154,25 @@ def test_prefill_or_decode_chunks_without_decodes():
     steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
     assert [s.num_scheduled_tokens for s in steps[:6]] == [
         decodes, decodes, {"P": 16}, {"P": 16}, {"P": 8}, {**decodes, "P": 1}]
+
+
+def test_no_decode_run_while_a_resumed_request_still_recomputes():
+    """A preempted request recomputing its prompt + output in chunks can owe exactly one
+    token and look like a decode. Under prefill_or_decode that token is prefill work: the
+    next step runs it alone. The simulator's decode fast path must not take it for a plain
+    decode step (found by a random search; the state is reachable)."""
+    sc = SchedulerConfig(16, 2, long_prefill_token_threshold=2, max_model_len=32,
+                         batching="prefill_or_decode")
+    sched = Scheduler(sc, CacheConfig(block_size=4, num_blocks=6))
+    arrivals = {0: [("r2", 2, 7)], 2: [("r0", 10, 8), ("r1", 8, 9), ("r3", 8, 11)]}
+    for k in range(22):
+        for rid, p, o in arrivals.get(k, []):
+            sched.add_request(Request(rid, [0] * p, max_tokens=o))
+        out = sched.schedule()
+        sched.update_from_output(out, {rid: 1 for rid in out.num_scheduled_tokens
+                                       if sched.requests[rid].num_owed_tokens == 0})
+    r1, r3 = sched.running
+    assert not sched.waiting and r1.num_preemptions and r1.num_owed_tokens == 1
+    assert r1.output_token_ids and r3.num_owed_tokens == 1 and r3.output_token_ids
+    assert sched.decode_run_length(10, token_id=1) == 0
+    assert sched.schedule().num_scheduled_tokens == {"r1": 1}  # prefill alone; r3 waits
