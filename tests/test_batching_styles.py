@@ -182,8 +182,13 @@ def test_styles_at_scale_with_the_cost_model():
     """Simulated Llama-3-8B on an H100, ShareGPT-like load: the two styles that keep prefill
     and decode apart stall decodes while prompts prefill (no step carries both), so their
     worst inter-token gap is far above the mixed style's; mixed keeps P99 TBT lowest."""
-    from chunkprefill.sim import (CostModel, budget_from_profiling, scheduler_config_for,
-                                  simulate, tbt_slo)
+    from chunkprefill.sim import (
+        CostModel,
+        budget_from_profiling,
+        scheduler_config_for,
+        simulate,
+        tbt_slo,
+    )
     from chunkprefill.workload import sharegpt_like
 
     cm = CostModel.preset("Llama-3-8B", "H100-SXM")
