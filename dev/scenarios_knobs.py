@@ -158,19 +158,20 @@ def build_scenarios() -> list[dict[str, Any]]:
           "is mid-prefill)",
           [r("A", 60, 3, 0), r("B", 50, 3, 0)],
           budget=16, max_num_seqs=4, max_model_len=128, prefill_schedule_interval=4),
-        s("interval_one_token_prompts", "a held step still admits a 1-token prompt (it has "
-          "no prompt token left to hold: num_computed < num_tokens - 1 is false)",
-          [r("D", 3, 20, 0), r("P", 30, 2, 1), r("S1", 1, 3, 2), r("S2", 1, 3, 3)],
+        s("interval_one_token_prompts", "a held step still admits a 1-token prompt (no prompt "
+          "token to hold: num_computed < num_tokens - 1 is false), and that admission does not "
+          "restart the interval",
+          [r("D", 3, 20, 0), r("S1", 1, 3, 1), r("S2", 1, 3, 2), r("P", 30, 2, 3)],
           budget=8, max_num_seqs=8, max_model_len=64, prefill_schedule_interval=3),
         s("interval_empty_steps_not_counted", "only executed (non-empty) steps count toward "
-          "the interval",
-          [r("A", 3, 8, 0), r("B", 12, 2, 4), r("C", 12, 2, 12)],
-          budget=8, max_num_seqs=4, max_model_len=64, prefill_schedule_interval=3),
-        s("interval_with_preemption", "held prefill together with KV preemption (a step with "
-          "a preemption skips the waiting pass and leaves the escape flag as it was)",
-          [r("A", 8, 24, 0), r("B", 8, 24, 0), r("C", 20, 6, 2), r("D", 6, 6, 3)],
-          budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=14,
-          prefill_schedule_interval=2),
+          "the interval: after an idle gap, S (1 token, no restart) decodes and P is held",
+          [r("A", 5, 1, 0), r("S", 1, 6, 6), r("P", 12, 2, 7)],
+          budget=16, max_num_seqs=4, max_model_len=64, prefill_schedule_interval=4),
+        s("interval_with_preemption", "a step that preempts skips the waiting pass and leaves "
+          "the escape flag as it was, though the victim now waits",
+          [r("A", 2, 37, 0), r("B", 2, 24, 0), r("P0", 40, 2, 1), r("P1", 16, 3, 4)],
+          budget=12, max_num_seqs=4, max_model_len=128, block_size=4, num_blocks=15, threshold=4,
+          prefill_schedule_interval=3),
         s("interval_no_chunking", "interval 2 with chunked prefill off",
           [r("D1", 1, 20, 0), r("D2", 1, 20, 0), r("P", 40, 3, 2), r("Q", 30, 2, 3)],
           budget=64, max_num_seqs=8, max_model_len=64, chunked=False,
