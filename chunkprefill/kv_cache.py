@@ -72,12 +72,15 @@ class KVCacheManager:
         need = self.num_blocks_needed(request.num_tokens) - held
         return need + reserve <= self.num_free_blocks
 
-    def allocate_slots(self, request: Request, num_new_tokens: int,
-                       reserve: int = 0) -> list[int] | None:
+    def num_new_blocks(self, request: Request, num_new_tokens: int) -> int:
+        """How many blocks ``allocate_slots(request, num_new_tokens)`` would take."""
+        held = len(self.get_block_table(request.request_id))
+        return max(0, self.num_blocks_needed(request.num_computed_tokens + num_new_tokens) - held)
+
+    def allocate_slots(self, request: Request, num_new_tokens: int) -> list[int] | None:
         """Grow ``request``'s block table to cover ``num_computed_tokens + num_new_tokens``
         tokens. Returns the newly taken block ids, or None (taking nothing) if the pool
-        is short, keeping ``reserve`` blocks free besides (the watermark: only a waiting
-        request, which always needs a block, passes one)."""
+        is short."""
         if num_new_tokens <= 0:
             raise ValueError(f"num_new_tokens must be >= 1, got {num_new_tokens}")
         table = self.block_tables.get(request.request_id)
@@ -86,7 +89,7 @@ class KVCacheManager:
         need = -(-(request.num_computed_tokens + num_new_tokens) // self.block_size) - len(table)
         if need <= 0:  # the common decode case: the last block still has room
             return []
-        if need + reserve > self.block_pool.num_free_blocks:
+        if need > self.block_pool.num_free_blocks:
             if not table:
                 del self.block_tables[request.request_id]
             return None

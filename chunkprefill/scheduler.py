@@ -319,7 +319,9 @@ class Scheduler:
             if cfg.scheduler_reserve_full_isl and not kv.can_fit_full_sequence(request,
                                                                                 reserve):
                 break
-            if kv.allocate_slots(request, n, reserve) is None:
+            if reserve and kv.num_new_blocks(request, n) + reserve > kv.num_free_blocks:
+                break
+            if kv.allocate_slots(request, n) is None:
                 break
             waiting.pop_request()
             self.running.append(request)
