@@ -5,46 +5,37 @@ it is scheduled for is prefill (its prompt, or the recomputation of a preempted 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_scheduler_properties import workloads as base_workloads
 
 from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
-from chunkprefill.kv_cache import cdiv
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
 
 
 @st.composite
 def workloads(draw):
-    batching = draw(st.sampled_from(["mixed", "prefill_or_decode", "prefill_first"]))
-    chunked = draw(st.booleans())
-    block_size = draw(st.sampled_from([1, 2, 4, 16]))
-    max_model_len = draw(st.integers(8, 64))
-    whole = not chunked or batching == "prefill_first"
-    budget = draw(st.integers(max_model_len if whole else 1, 80))
-    max_num_seqs = draw(st.integers(1, min(budget, 8)))
-    threshold = 0 if batching == "prefill_first" else draw(st.integers(0, max_model_len))
+    """test_scheduler_properties' workloads, plus a style, vLLM's knobs and priorities."""
+    sc, cc, reqs = draw(base_workloads())
+    batching = (sc.batching if sc.batching == "prefill_first"
+                else draw(st.sampled_from(["mixed", "prefill_or_decode"])))
     knobs = {
         "policy": draw(st.sampled_from(["fcfs", "priority"])),
         "batching": batching,
         "long_prefill_token_threshold_adaptive": draw(st.booleans()),
         "prefill_schedule_interval": 1 if batching != "mixed" else draw(st.sampled_from([1, 1,
                                                                                          2, 4])),
-        "max_num_active_seqs": draw(st.none() | st.integers(1, max_num_seqs)),
+        "max_num_active_seqs": draw(st.none() | st.integers(1, sc.max_num_seqs)),
         "watermark": draw(st.sampled_from([0.0, 0.0, 0.1, 0.3])),
         "scheduler_reserve_full_isl": draw(st.booleans()),
     }
-    reqs = draw(st.lists(st.tuples(st.integers(1, max_model_len - 1),  # prompt
-                                   st.integers(1, 12),                   # max_tokens
-                                   st.integers(0, 6),                    # arrival step
-                                   st.integers(-2, 2)),                  # priority
-                         min_size=1, max_size=8))
-    largest = max(min(p + o - 1, max_model_len - 1) for p, o, _, _ in reqs)
-    num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
-    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len, **knobs),
-            CacheConfig(block_size, num_blocks), reqs)
+    priorities = draw(st.lists(st.integers(-2, 2), min_size=len(reqs), max_size=len(reqs)))
+    return (dataclasses.replace(sc, **knobs), cc,
+            [(p, o, t, prio) for (p, o, t), prio in zip(reqs, priorities, strict=True)])
 
 
 def _key(r: Request) -> tuple[int, float, str]:
