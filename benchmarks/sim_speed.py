@@ -40,7 +40,8 @@ def main() -> None:
     ap.add_argument("--workload", choices=("sharegpt", "arxiv"), default="sharegpt")
     ap.add_argument("--qps", type=float, default=4.0)
     ap.add_argument("--budget", type=int, default=2048)
-    ap.add_argument("--policy", choices=("chunked", "prefill_first"), default="chunked")
+    ap.add_argument("--policy", choices=("chunked", "prefill_or_decode", "prefill_first"),
+                    default="chunked")
     ap.add_argument("--repeats", type=int, default=3, choices=range(1, 100), metavar="N",
                     help="fast runs to time (1-99)")
     ap.add_argument("--no-compare", dest="compare", action="store_false",

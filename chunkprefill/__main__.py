@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -20,6 +21,34 @@ def _positive(name: str, lo: int = 1):
             raise argparse.ArgumentTypeError(f"{name} must be >= {lo}, got {v}")
         return v
     return parse
+
+
+def _fraction(name: str):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not 0.0 <= v < 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be in [0.0, 1.0), got {v}")
+        return v
+    return parse
+
+
+# SchedulerConfig's parameter -> the flag that sets it, to name the flag in an error.
+_FLAGS = {
+    "max_num_active_seqs": "--max-num-active-seqs",
+    "long_prefill_token_threshold_adaptive": "--long-prefill-token-threshold-adaptive",
+    "long_prefill_token_threshold": "--threshold",
+    "prefill_schedule_interval": "--prefill-schedule-interval",
+    "max_num_batched_tokens": "--budget",
+    "max_num_seqs": "--max-num-seqs",
+    "max_model_len": "--max-model-len",
+    "watermark": "--watermark",
+    "batching": "--batching",
+    "policy": "--policy",
+    "priority": "--prompt-priority",
+}
 
 
 class _OneLineErrors(argparse.ArgumentParser):
@@ -52,6 +81,30 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-model-len", type=_positive("--max-model-len", 2), default=None,
                    help="max_model_len (default 8192; with --no-chunking it must be <= budget)")
     t.add_argument("--no-chunking", action="store_true", help="enable_chunked_prefill=False")
+    t.add_argument("--policy", choices=("fcfs", "priority"), default="fcfs",
+                   help="vLLM's queue order: fcfs (arrival) or priority (lower "
+                   "--prompt-priority first; preempts the largest (priority, arrival))")
+    t.add_argument("--prompt-priority", type=int, default=0,
+                   help="priority of the long prompt P (the decodes have 0; default 0)")
+    t.add_argument("--batching", choices=("mixed", "prefill_or_decode", "prefill_first"),
+                   default="mixed",
+                   help="mixed: vLLM V1 (prompt chunks beside decodes, default); "
+                   "prefill_or_decode: SGLang's default (a step is prefill or decode); "
+                   "prefill_first: whole prompts first (vLLM V0, nano-vllm)")
+    t.add_argument("--long-prefill-token-threshold-adaptive",
+                   action=argparse.BooleanOptionalAction, default=False,
+                   help="floor --threshold at budget // (running + waiting) (default off)")
+    t.add_argument("--prefill-schedule-interval", type=_positive("--prefill-schedule-interval"),
+                   default=1, help="prefill only every N executed steps while something "
+                   "decodes (vLLM's capacity escape applies; default 1 = every step)")
+    t.add_argument("--max-num-active-seqs", type=_positive("--max-num-active-seqs"),
+                   default=None, help="admission limit into running, <= max_num_seqs "
+                   "(default: max_num_seqs)")
+    t.add_argument("--watermark", type=_fraction("--watermark"), default=0.0,
+                   help="fraction of KV blocks kept free when admitting (default 0.0)")
+    t.add_argument("--scheduler-reserve-full-isl", action=argparse.BooleanOptionalAction,
+                   default=True, help="admit a prompt only if its whole sequence fits in the "
+                   "KV cache (default on; --no-scheduler-reserve-full-isl: first chunk only)")
     t.add_argument("--block-size", type=_positive("--block-size"), default=16)
     t.add_argument("--num-blocks", type=_positive("--num-blocks"), default=1000)
     t.add_argument("--steps", type=_positive("--steps"), default=None,
@@ -71,13 +124,24 @@ def main(argv: list[str] | None = None) -> int:
             enable_chunked_prefill=not args.no_chunking,
             long_prefill_token_threshold=args.threshold,
             max_model_len=args.max_model_len or 8192,
+            policy=args.policy,
+            batching=args.batching,
+            long_prefill_token_threshold_adaptive=args.long_prefill_token_threshold_adaptive,
+            prefill_schedule_interval=args.prefill_schedule_interval,
+            max_num_active_seqs=args.max_num_active_seqs,
+            watermark=args.watermark,
+            scheduler_reserve_full_isl=args.scheduler_reserve_full_isl,
         )
         cc = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
         reqs = seed_trace_requests(args.decodes, args.prompt, args.decode_len,
                                    args.arrival_step, args.prompt_output)
+        if args.prompt_priority:
+            reqs[-1] = dataclasses.replace(reqs[-1], priority=args.prompt_priority)
         steps = run_trace(reqs, sc, cc)
     except ValueError as e:
-        parser.exit(2, f"{parser.prog}: error: {e}\n")
+        flag = next((f for name, f in _FLAGS.items() if name in str(e)), None)
+        where = f"{flag}: " if flag else ""
+        parser.exit(2, f"{parser.prog}: error: {where}{e}\n")
     if args.steps:
         steps = steps[: args.steps]
     if args.json:

@@ -21,14 +21,63 @@ def check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
     return int(value)
 
 
+def check_priority(value: object) -> int:
+    """A request's ``priority``: any integer (vLLM's type; lower is served first)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"priority must be an integer (lower = served first), got {value!r}")
+    return int(value)
+
+
+def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+POLICIES = ("fcfs", "priority")
+BATCHING_STYLES = ("mixed", "prefill_or_decode", "prefill_first")
+
+
 @dataclass
 class SchedulerConfig:
-    """Knobs of vLLM V1's scheduler, with vLLM's names, defaults and config checks.
+    """Knobs of vLLM V1's scheduler, with vLLM 0.33.0's names, defaults and checks
+    (``vllm/config/scheduler.py``), plus one knob of ours, ``batching``.
 
-    ``max_num_batched_tokens`` is the per-step token budget shared by prefill chunks
-    and decodes; ``long_prefill_token_threshold`` (0 = off) caps one request's tokens
-    per step when others are present. ``policy="prefill_first"`` selects the vLLM-V0 /
-    nano-vllm style baseline (a step is all prefill or all decode) used for contrast.
+    ``max_num_batched_tokens`` is the per-step token budget shared by prefill chunks and
+    decodes; ``long_prefill_token_threshold`` (0 = off) caps one request's tokens per step
+    when others are present; ``long_prefill_token_threshold_adaptive`` floors that cap at
+    a fair share, ``max_num_batched_tokens // (running + waiting)``.
+    ``policy``: the waiting queue's order and the preemption victim: ``"fcfs"`` (arrival;
+    the newest running request is preempted) or ``"priority"`` (``(priority, arrival)``,
+    lower first; the running request with the largest ``(priority, arrival)`` is
+    preempted). ``max_num_active_seqs`` (None = ``max_num_seqs``) lowers only the number of
+    requests admitted into running. ``watermark``: fraction of the KV blocks (vLLM counts
+    its null block too, so ``int(watermark * (num_blocks + 1))`` blocks) kept free when a
+    waiting request is admitted while others run. ``scheduler_reserve_full_isl``: admit a
+    waiting request only if its whole current sequence fits (else only its first chunk
+    must). ``prefill_schedule_interval``: with N > 1, prefill (admissions and running
+    prompt chunks) runs only once N executed steps have passed since the last step that
+    carried prefill, while something is decoding; once a releasing step cannot drain the
+    waiting queue, the hold is lifted until one does (vLLM's capacity escape).
+
+    ``batching`` (ours: vLLM has one style) picks how a step mixes work:
+    ``"mixed"``: vLLM V1 / Sarathi-Serve stall-free batching: running requests (decodes
+    and prompt chunks) first, then new prompts fill what budget is left.
+    ``"prefill_or_decode"``: chunked prefill, but a step carries prefill chunks *or*
+    decodes, never both, and prefill goes first: SGLang without ``--enable-mixed-chunk``
+    (``get_next_batch_to_run`` in ``python/sglang/srt/managers/scheduler.py`` runs the
+    prefill batch "first if possible", decodes otherwise) and mini-sglang
+    (``_schedule_next_batch`` in ``python/minisgl/scheduler/scheduler.py``: the prefill
+    manager's batch, else the decode manager's). SGLang keeps at most one partly
+    prefilled request; here every running prompt's chunk is served, in admission order.
+    ``"prefill_first"``: whole new prompts first; decodes only in steps that admitted none:
+    vLLM V0's scheduler with chunking off and nano-vllm (``Scheduler.schedule`` in
+    ``nanovllm/engine/scheduler.py`` returns the prefill batch if it admitted anyone). Its
+    budget must hold a whole prompt and it takes no threshold.
     """
 
     max_num_batched_tokens: int = 2048
@@ -37,26 +86,36 @@ class SchedulerConfig:
     long_prefill_token_threshold: int = 0
     max_model_len: int = 8192
     policy: str = "fcfs"
+    batching: str = "mixed"
+    long_prefill_token_threshold_adaptive: bool = False
+    prefill_schedule_interval: int = 1
+    max_num_active_seqs: int | None = None
+    watermark: float = 0.0
+    scheduler_reserve_full_isl: bool = True
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
         check_int("max_num_seqs", self.max_num_seqs, 1)
         check_int("max_model_len", self.max_model_len, 2)
         check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
-        if self.policy not in ("fcfs", "prefill_first"):
-            raise ValueError(f"policy must be 'fcfs' or 'prefill_first', got {self.policy!r}")
+        _check_choice("policy", self.policy, POLICIES)
+        _check_choice("batching", self.batching, BATCHING_STYLES)
+        _check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
+        _check_bool("long_prefill_token_threshold_adaptive",
+                    self.long_prefill_token_threshold_adaptive)
+        _check_bool("scheduler_reserve_full_isl", self.scheduler_reserve_full_isl)
+        check_int("prefill_schedule_interval", self.prefill_schedule_interval, 1)
+        if self.max_num_active_seqs is not None:
+            check_int("max_num_active_seqs", self.max_num_active_seqs, 1, self.max_num_seqs)
+        w = self.watermark
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0.0 <= w < 1.0:
+            raise ValueError(f"watermark must be a fraction in [0.0, 1.0), got {w!r}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             raise ValueError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
                 f"max_model_len ({self.max_model_len}) with enable_chunked_prefill=False: a "
                 "prompt longer than one step's budget could never be scheduled. Allowed: "
                 "max_num_batched_tokens >= max_model_len, or enable_chunked_prefill=True."
-            )
-        if self.policy == "prefill_first" and self.max_num_batched_tokens < self.max_model_len:
-            raise ValueError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
-                f"max_model_len ({self.max_model_len}) with policy='prefill_first', which "
-                "schedules whole prompts only. Allowed: max_num_batched_tokens >= max_model_len."
             )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
@@ -69,6 +128,34 @@ class SchedulerConfig:
                 f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) must be "
                 f"in [0, max_model_len={self.max_model_len}]"
             )
+        self._check_batching()
+
+    def _check_batching(self) -> None:
+        """Our own knob's limits: what the other styles do not model."""
+        if self.batching != "mixed" and self.prefill_schedule_interval != 1:
+            raise ValueError(
+                f"prefill_schedule_interval ({self.prefill_schedule_interval}) holds prefill "
+                "back between mixed steps; allowed: 1 unless batching='mixed', "
+                f"got batching={self.batching!r}"
+            )
+        if self.batching != "prefill_first":
+            return
+        if self.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
+                f"max_model_len ({self.max_model_len}) with batching='prefill_first', which "
+                "schedules whole prompts only. Allowed: max_num_batched_tokens >= max_model_len."
+            )
+        if self.long_prefill_token_threshold:
+            raise ValueError(
+                "long_prefill_token_threshold must be 0 with batching='prefill_first' (whole "
+                f"prompts only), got {self.long_prefill_token_threshold}"
+            )
+
+    @property
+    def max_num_active_reqs(self) -> int:
+        """The admission limit into running (vLLM's ``Scheduler.max_num_active_reqs``)."""
+        return self.max_num_seqs if self.max_num_active_seqs is None else self.max_num_active_seqs
 
 
 @dataclass

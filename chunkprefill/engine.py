@@ -118,8 +118,10 @@ class LLMEngine:
 
     # -- requests ---------------------------------------------------------------------
     def add_request(self, prompt_token_ids: Sequence[int], params: SamplingParams | None = None,
-                    request_id: str | None = None, arrival_time: float | None = None) -> str:
-        """Queue a prompt; ``arrival_time`` (engine clock, seconds) defaults to now."""
+                    request_id: str | None = None, arrival_time: float | None = None,
+                    priority: int = 0) -> str:
+        """Queue a prompt; ``arrival_time`` (engine clock, seconds) defaults to now;
+        ``priority`` (vLLM's: lower first) matters with ``SchedulerConfig(policy="priority")``."""
         params = params or SamplingParams()
         rid = request_id if request_id is not None else str(next(self._ids))
         if rid in self._all:
@@ -131,7 +133,8 @@ class LLMEngine:
         if t < 0:
             raise ValueError(f"arrival_time must be >= 0, got {t}")
         req = Request(rid, prompt_token_ids, max_tokens=params.max_tokens, arrival_time=t,
-                      eos_token_id=params.eos_token_id, sampling_params=params)
+                      eos_token_id=params.eos_token_id, sampling_params=params,
+                      priority=priority)
         if t <= self.clock:
             self.scheduler.add_request(req)
         else:
@@ -245,8 +248,9 @@ class LLMEngine:
 
     def generate(self, prompts: Sequence[Sequence[int]],
                  sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
-                 ) -> list[RequestOutput]:
-        """Offline batch: all prompts arrive now; returns outputs in prompt order."""
+                 priority: Sequence[int] | None = None) -> list[RequestOutput]:
+        """Offline batch: all prompts arrive now; returns outputs in prompt order.
+        ``priority``: one per prompt (vLLM's ``LLM.generate`` argument), default all 0."""
         if isinstance(sampling_params, SamplingParams) or sampling_params is None:
             params = [sampling_params or SamplingParams()] * len(prompts)
         else:
@@ -254,7 +258,12 @@ class LLMEngine:
             if len(params) != len(prompts):
                 raise ValueError(f"sampling_params has {len(params)} entries for "
                                  f"{len(prompts)} prompts; allowed: one, or one per prompt")
-        ids = [self.add_request(p, sp) for p, sp in zip(prompts, params, strict=True)]
+        prios = [0] * len(prompts) if priority is None else list(priority)
+        if len(prios) != len(prompts):
+            raise ValueError(f"priority has {len(prios)} entries for {len(prompts)} prompts; "
+                             "allowed: one per prompt")
+        ids = [self.add_request(p, sp, priority=pr)
+               for p, sp, pr in zip(prompts, params, prios, strict=True)]
         self.run()
         return [self._output(rid) for rid in ids]
 

@@ -63,13 +63,19 @@ class KVCacheManager:
     def get_block_table(self, request_id: str) -> list[int]:
         return self.block_tables.get(request_id, [])
 
-    def can_fit_full_sequence(self, request: Request) -> bool:
+    def can_fit_full_sequence(self, request: Request, reserve: int = 0) -> bool:
         """Admission gate (vLLM's ``full_sequence_must_fit``): admit a waiting request
         only if its *whole* current sequence fits, not just this step's chunk, so that
-        chunked prefill does not over-admit and then thrash through preemptions."""
+        chunked prefill does not over-admit and then thrash through preemptions.
+        ``reserve``: blocks that must stay free besides (the watermark)."""
         held = len(self.get_block_table(request.request_id))
         need = self.num_blocks_needed(request.num_tokens) - held
-        return need <= self.num_free_blocks
+        return need + reserve <= self.num_free_blocks
+
+    def num_new_blocks(self, request: Request, num_new_tokens: int) -> int:
+        """How many blocks ``allocate_slots(request, num_new_tokens)`` would take."""
+        held = len(self.get_block_table(request.request_id))
+        return max(0, self.num_blocks_needed(request.num_computed_tokens + num_new_tokens) - held)
 
     def allocate_slots(self, request: Request, num_new_tokens: int) -> list[int] | None:
         """Grow ``request``'s block table to cover ``num_computed_tokens + num_new_tokens``

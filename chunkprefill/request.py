@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from chunkprefill.config import check_int
+from chunkprefill.config import check_int, check_priority
 
 
 class RequestStatus(enum.Enum):
@@ -52,7 +52,12 @@ class Request:
     status: RequestStatus = RequestStatus.WAITING
     num_preemptions: int = 0
     sampling_params: SamplingParams | None = None
+    priority: int = 0  # vLLM's: lower is served first with policy="priority"
     num_tokens: int = field(init=False, default=0)
+    # vLLM's flag: this request's last scheduled chunk left prompt (or recomputation)
+    # tokens owed. It tells a prefill chunk from a decode when prefill_schedule_interval
+    # holds prefill back, and when batching keeps prefills and decodes apart.
+    is_prefill_chunk: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.request_id, str) or not self.request_id:
@@ -61,6 +66,7 @@ class Request:
         if not self.prompt_token_ids:
             raise ValueError(f"prompt_token_ids of request {self.request_id!r} must not be empty")
         check_int("max_tokens", self.max_tokens, 1)
+        check_priority(self.priority)
         self.output_token_ids = list(self.output_token_ids)
         # Prompt + sampled outputs: what the KV cache must eventually hold.
         self.num_tokens = len(self.prompt_token_ids) + len(self.output_token_ids)

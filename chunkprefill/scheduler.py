@@ -9,13 +9,13 @@ Imports no torch: the same object drives the toy model and the cost-model simula
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.kv_cache import KVCacheManager
 from chunkprefill.request import Request, RequestStatus
+from chunkprefill.request_queue import create_request_queue
 
 
 @dataclass
@@ -57,12 +57,22 @@ class _StepState:
     resumed_ids: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)  # scheduled, in order
+    carried_prefill: bool = False  # a prompt chunk ran or a prompt was admitted
 
     def add(self, request: Request, n: int) -> None:
         self.num_scheduled[request.request_id] = n
         self.start[request.request_id] = request.num_computed_tokens
         self.requests.append(request)
         self.token_budget -= n
+
+    def remove(self, request: Request) -> None:
+        """Undo ``add`` for a request preempted later in the same step (policy
+        "priority" may preempt one already scheduled), returning its budget."""
+        n = self.num_scheduled.pop(request.request_id, None)
+        if n is not None:
+            del self.start[request.request_id]
+            self.requests.remove(request)
+            self.token_budget += n
 
 
 @dataclass
@@ -116,6 +126,10 @@ class _DecodePlan:
         return events
 
 
+def _priority_order(request: Request) -> tuple[int, float]:
+    return request.priority, request.arrival_time
+
+
 class Scheduler:
     """Decides, each step, how many tokens each request runs (DESIGN.md section 4)."""
 
@@ -125,17 +139,26 @@ class Scheduler:
         self.max_model_len = scheduler_config.max_model_len
         self.kv_cache_manager = KVCacheManager(cache_config)
         self.requests: dict[str, Request] = {}
-        self.waiting: deque[Request] = deque()
+        self.waiting = create_request_queue(scheduler_config.policy)
         self.running: list[Request] = []
         self._finished_since_schedule: list[str] = []
+        # vLLM's watermark counts its null block among the blocks: num_blocks + 1.
+        self._watermark_blocks = int(scheduler_config.watermark * (cache_config.num_blocks + 1))
+        # prefill_schedule_interval's state, as vLLM keeps it: executed (non-empty) steps,
+        # the last one that carried prefill (a full interval back: the first step is never
+        # held), and whether the last release left requests waiting.
+        self._num_executed_steps = 0
+        self._last_prefill_step = -scheduler_config.prefill_schedule_interval
+        self._prefill_capacity_bound = False
 
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
-        """Queue a request (FCFS). Rejects what could never run, instead of hanging."""
+        """Queue a request (in ``policy``'s order). Rejects what could never run, instead
+        of hanging."""
         self.check_request(request)
         request.status = RequestStatus.WAITING
         self.requests[request.request_id] = request
-        self.waiting.append(request)
+        self.waiting.add_request(request)
 
     def check_request(self, request: Request) -> None:
         """``add_request``'s checks alone: a ``ValueError`` for a duplicate id, a prompt of
@@ -167,32 +190,77 @@ class Scheduler:
 
     # -- one step ---------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
-        """Fill this step's token budget: running requests first, then waiting (FCFS)."""
+        """Fill this step's token budget: running requests first, then waiting ones, in
+        the order ``SchedulerConfig.batching`` says (the default: vLLM V1's)."""
         cfg = self.scheduler_config
         step = _StepState(token_budget=cfg.max_num_batched_tokens)
-        if cfg.policy == "prefill_first":
-            # vLLM V0 / nano-vllm baseline: whole new prompts first; decodes only in steps
-            # that admitted no prompt. Every decode stalls while a prompt is prefilled.
-            self._schedule_waiting(step, threshold=0, whole_only=True)
+        threshold = self._long_prefill_threshold()
+        whole_only = not cfg.enable_chunked_prefill
+        if cfg.batching == "prefill_first":
+            # Whole new prompts first; decodes only in steps that admitted no prompt: every
+            # decode stalls while a prompt is prefilled.
+            self._schedule_waiting(step, threshold, whole_only=True)
             if not step.num_scheduled:
-                self._schedule_running(step, threshold=0)
-            return self._finish_schedule(step)
-        # The threshold stops one long prefill from starving the others; a lone
-        # request has no one to starve, so it is never capped.
-        num_requests = len(self.running) + len(self.waiting)
-        threshold = cfg.long_prefill_token_threshold if num_requests > 1 else 0
-        self._schedule_running(step, threshold)
-        if not step.preempted:  # the waiting pass is skipped after a preemption
-            self._schedule_waiting(step, threshold, not cfg.enable_chunked_prefill)
+                self._schedule_running(step, threshold)
+        elif cfg.batching == "prefill_or_decode":
+            # Prefill work (running prompts' chunks, then admissions) if there is any that
+            # can run; else the decodes. Never both in one step.
+            self._schedule_running(step, threshold, only_prefill_chunks=True)
+            if not step.preempted:
+                self._schedule_waiting(step, threshold, whole_only)
+            if not step.num_scheduled:
+                self._schedule_running(step, threshold, only_prefill_chunks=False)
+        else:
+            defer = self._defer_prefills()
+            self._schedule_running(step, threshold, skip_prefill_chunks=defer)
+            if not step.preempted:  # the waiting pass is skipped after a preemption
+                self._schedule_waiting(step, threshold, whole_only, defer)
+                if not defer:  # vLLM's capacity escape: a release that left requests waiting
+                    self._prefill_capacity_bound = bool(self.waiting)
+            if step.num_scheduled:
+                self._num_executed_steps += 1
+            if step.carried_prefill:
+                self._last_prefill_step = self._num_executed_steps
         return self._finish_schedule(step)
 
-    def _schedule_running(self, step: _StepState, threshold: int) -> None:
-        """Pass 1: running requests in admission order; preempt the newest on KV shortage."""
+    def _long_prefill_threshold(self) -> int:
+        """The threshold stops one long prefill from starving the others; a lone request
+        has no one to starve, so it is never capped. Adaptive: never below a fair share
+        of the budget, ``max_num_batched_tokens // (running + waiting)``."""
+        cfg = self.scheduler_config
+        num_requests = len(self.running) + len(self.waiting)
+        threshold = cfg.long_prefill_token_threshold if num_requests > 1 else 0
+        if threshold and cfg.long_prefill_token_threshold_adaptive:
+            threshold = max(threshold, cfg.max_num_batched_tokens // num_requests)
+        return threshold
+
+    def _defer_prefills(self) -> bool:
+        """``prefill_schedule_interval`` (vLLM's local cadence): hold all prefill this step
+        if fewer than N executed steps have passed since the last one that carried prefill,
+        while something is decoding and the last release drained the waiting queue."""
+        interval = self.scheduler_config.prefill_schedule_interval
+        return (interval > 1 and not self._prefill_capacity_bound
+                and self._num_executed_steps + 1 - self._last_prefill_step < interval
+                and any(not r.is_prefill_chunk for r in self.running))
+
+    def _schedule_running(self, step: _StepState, threshold: int,
+                          skip_prefill_chunks: bool = False,
+                          only_prefill_chunks: bool | None = None) -> None:
+        """Pass 1: running requests in admission order; on KV shortage preempt the newest
+        (FCFS) or the one with the largest ``(priority, arrival_time)`` ("priority").
+        ``skip_prefill_chunks``: leave prompt chunks for a later step (held prefill);
+        ``only_prefill_chunks``: serve only prompt chunks (True) or only decodes (False)."""
         running, allocate_slots = self.running, self.kv_cache_manager.allocate_slots
+        by_priority = self.scheduler_config.policy == "priority"
         last_position = self.max_model_len - 1  # the last position that gets a KV slot
         req_index = 0
         while req_index < len(running) and step.token_budget > 0:
             request = running[req_index]
+            if (skip_prefill_chunks and request.is_prefill_chunk) or (
+                    only_prefill_chunks is not None
+                    and request.is_prefill_chunk is not only_prefill_chunks):
+                req_index += 1
+                continue
             n = request.num_owed_tokens
             if 0 < threshold < n:
                 n = threshold
@@ -200,39 +268,68 @@ class Scheduler:
             if n <= 0:
                 req_index += 1
                 continue
+            preempted_self = False
             while allocate_slots(request, n) is None:
-                # Out of KV blocks: preempt the last running request (recompute later).
-                victim = running.pop()
+                # Out of KV blocks: preempt a victim (it recomputes later) and retry.
+                if by_priority:
+                    victim = max(running, key=_priority_order)  # the first of equals
+                    victim_index = running.index(victim)
+                    del running[victim_index]
+                    if victim_index < req_index:
+                        req_index -= 1
+                    step.remove(victim)  # its tokens this step, if any, go back
+                else:
+                    victim = running.pop()
                 self._preempt(victim)
                 step.preempted.append(victim.request_id)
                 if victim is request:
-                    return  # it preempted itself: nothing after it can run either
+                    preempted_self = True
+                    break
+            if preempted_self:
+                if by_priority:
+                    continue  # those after it rank higher and may still fit
+                return  # it was the newest: nothing after it can run either
+            step.carried_prefill |= request.is_prefill_chunk
             step.add(request, n)
             req_index += 1
 
-    def _schedule_waiting(self, step: _StepState, threshold: int, whole_only: bool) -> None:
-        """Pass 2: waiting requests, FCFS, while budget and seats remain. ``whole_only``
-        (chunking off): a head request that does not fit stops the pass (head-of-line)."""
-        while self.waiting and step.token_budget > 0:
-            if len(self.running) >= self.scheduler_config.max_num_seqs:
+    def _schedule_waiting(self, step: _StepState, threshold: int, whole_only: bool,
+                          defer: bool = False) -> None:
+        """Pass 2: waiting requests in queue order, while budget and seats remain.
+        ``whole_only`` (chunking off): a head request that does not fit stops the pass
+        (head-of-line). ``defer`` (held prefill): only a request with at most one token
+        to compute may start."""
+        cfg, kv, waiting = self.scheduler_config, self.kv_cache_manager, self.waiting
+        max_active = cfg.max_num_active_reqs
+        while waiting and step.token_budget > 0:
+            if len(self.running) >= max_active:
                 break
-            request = self.waiting[0]
+            request = waiting.peek_request()
+            is_prefill = request.num_computed_tokens < request.num_tokens - 1
+            if defer and is_prefill:
+                break
             n = request.num_owed_tokens
             if 0 < threshold < n:
                 n = threshold
             if whole_only and n > step.token_budget:
                 break
             n = min(n, step.token_budget)
-            if not self.kv_cache_manager.can_fit_full_sequence(request):
+            # The watermark is kept free only while others run (vLLM's has_scheduled_reqs).
+            reserve = self._watermark_blocks if self.running else 0
+            if cfg.scheduler_reserve_full_isl and not kv.can_fit_full_sequence(request,
+                                                                                reserve):
                 break
-            if self.kv_cache_manager.allocate_slots(request, n) is None:
+            if reserve and kv.num_new_blocks(request, n) + reserve > kv.num_free_blocks:
                 break
-            self.waiting.popleft()
+            if kv.allocate_slots(request, n) is None:
+                break
+            waiting.pop_request()
             self.running.append(request)
             rid = request.request_id
             resumed = request.status == RequestStatus.PREEMPTED
             (step.resumed_ids if resumed else step.new_ids).append(rid)
             request.status = RequestStatus.RUNNING
+            step.carried_prefill |= is_prefill
             step.add(request, n)
 
     def _finish_schedule(self, step: _StepState) -> SchedulerOutput:
@@ -247,6 +344,7 @@ class Scheduler:
             num_decode += decode
             num_prefill += n - decode
             request.num_computed_tokens = c + n
+            request.is_prefill_chunk = c + n < request.num_tokens
         out = SchedulerOutput(
             num_scheduled_tokens=step.num_scheduled,
             num_computed_tokens=step.start,
@@ -268,7 +366,7 @@ class Scheduler:
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
         request.num_preemptions += 1
-        self.waiting.appendleft(request)
+        self.waiting.prepend_request(request)
 
     # -- after the model ran ----------------------------------------------------------
     def update_from_output(
@@ -334,12 +432,14 @@ class Scheduler:
         running = self.running
         if self.waiting or not running or max_steps < 1:
             return None
+        if self.scheduler_config.prefill_schedule_interval > 1:
+            return None  # not modelled: the prefill cadence counts every step
         if running[-1].num_owed_tokens != 1:  # the newest is the likeliest to be prefilling
             return None
         mml, tables = self.max_model_len, self.kv_cache_manager.block_tables
         steps_left = []
         for r in running:
-            if r.num_owed_tokens != 1 or not r.output_token_ids:
+            if r.num_owed_tokens != 1 or not r.output_token_ids or r.is_prefill_chunk:
                 return None  # not a decode: (the last token of) a prompt, or resumed
             left = r.max_tokens - len(r.output_token_ids)  # tokens until it stops
             if mml - r.num_tokens < left:

@@ -669,21 +669,27 @@ def simulate(workload: Sequence[WorkloadRequest], cost_model: CostModel,
 
 def scheduler_config_for(policy: str, budget: int, max_model_len: int,
                          max_num_seqs: int = 128) -> SchedulerConfig:
-    """The two policies the course compares.
+    """The batching styles the course compares (``SchedulerConfig.batching``).
 
     ``"chunked"``: vLLM V1 / Sarathi-Serve stall-free batching with token budget
     ``budget`` (decodes first, prefill chunks fill the rest).
+    ``"prefill_or_decode"``: chunked prefill with budget ``budget``, but a step is all
+    prefill chunks or all decodes, prefill first (SGLang without mixed chunks).
     ``"prefill_first"``: vLLM V0 / Orca style: a step is all prefill (whole prompts, new
     ones first) or all decode; its budget must hold a whole prompt, so it is at least
     ``max_model_len`` (vLLM V0's default with chunking off)."""
     if policy == "chunked":
         return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
                                max_model_len=max_model_len)
+    if policy == "prefill_or_decode":
+        return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
+                               max_model_len=max_model_len, batching="prefill_or_decode")
     if policy == "prefill_first":
         return SchedulerConfig(max_num_batched_tokens=max(budget, max_model_len),
                                max_num_seqs=max_num_seqs, enable_chunked_prefill=False,
-                               max_model_len=max_model_len, policy="prefill_first")
-    raise ValueError(f"policy must be 'chunked' or 'prefill_first', got {policy!r}")
+                               max_model_len=max_model_len, batching="prefill_first")
+    raise ValueError("policy must be 'chunked', 'prefill_or_decode' or 'prefill_first', "
+                     f"got {policy!r}")
 
 
 # ----------------------------------------------------------------------------- SLOs, capacity

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
+from chunkprefill.config import CacheConfig, SchedulerConfig, check_int, check_priority
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler
 
@@ -22,10 +22,12 @@ class TraceRequest:
     prompt_len: int
     output_len: int
     arrival_step: int = 0
+    priority: int = 0  # vLLM's: lower first, with SchedulerConfig(policy="priority")
 
     def __post_init__(self) -> None:
         for name, lo in (("prompt_len", 1), ("output_len", 1), ("arrival_step", 0)):
             check_int(f"{name} of {self.request_id!r}", getattr(self, name), lo)
+        check_priority(self.priority)
 
 
 @dataclass
@@ -54,9 +56,10 @@ def run_trace(
     max_steps: int = 100_000,
 ) -> list[TraceStep]:
     """Step k is the k-th ``schedule()`` call; requests with ``arrival_step == k`` are
-    added in list order just before it. Every scheduled request with nothing left owed
-    samples one token; a request finishes after ``output_len`` tokens (or at
-    ``max_model_len``). Runs until every request has finished."""
+    added in list order just before it, with ``arrival_time = k`` (what orders equal
+    priorities under ``policy="priority"``; then the request id, as in vLLM). Every
+    scheduled request with nothing left owed samples one token; a request finishes after
+    ``output_len`` tokens (or at ``max_model_len``). Runs until every request has finished."""
     ids = [r.request_id for r in requests]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -70,7 +73,8 @@ def run_trace(
             raise RuntimeError(f"trace did not finish within max_steps={max_steps}")
         while pending and pending[0].arrival_step == k:
             r = pending.pop(0)
-            sched.add_request(Request(r.request_id, [0] * r.prompt_len, max_tokens=r.output_len))
+            sched.add_request(Request(r.request_id, [0] * r.prompt_len, max_tokens=r.output_len,
+                                      arrival_time=float(k), priority=r.priority))
         out = sched.schedule()
         sampled = {rid: FAKE_TOKEN_ID for rid in out.num_scheduled_tokens
                    if sched.requests[rid].num_owed_tokens == 0}

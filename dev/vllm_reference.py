@@ -49,8 +49,10 @@ KV cache manager and block pool that run are vLLM's unmodified code; the only su
 
 Config mapping: our ``CacheConfig.num_blocks`` counts usable blocks, vLLM's ``BlockPool`` keeps
 block 0 as a "null" block, so vLLM gets ``num_blocks + 1`` (checked: its free count starts at
-``num_blocks``). Prefix caching off, async scheduling off, no speculative decoding, watermark 0,
-``scheduler_reserve_full_isl`` left at its default (True), policy FCFS.
+``num_blocks``). Prefix caching off, async scheduling off, no speculative decoding. The knobs of
+``KNOB_DEFAULTS`` (policy, watermark, ``scheduler_reserve_full_isl``, ...) keep vLLM's defaults
+unless a scenario sets them (``dev/scenarios_knobs.py`` writes such scenarios); a request may
+carry a ``priority``.
 
 Each recorded step holds ``num_scheduled_tokens`` (``[[request_id, n], ...]`` in vLLM's dict
 order), ``preempted`` (ids preempted inside that ``schedule()`` call, in order), ``finished`` (ids
@@ -84,13 +86,29 @@ MAX_STEPS = 10_000
 # --------------------------------------------------------------------------------------------
 
 
-def _req(rid: str, prompt_len: int, output_len: int, arrival_step: int = 0) -> dict[str, Any]:
-    return {
+def _req(rid: str, prompt_len: int, output_len: int, arrival_step: int = 0,
+         priority: int = 0) -> dict[str, Any]:
+    req = {
         "request_id": rid,
         "prompt_len": prompt_len,
         "output_len": output_len,
         "arrival_step": arrival_step,
     }
+    if priority:  # only when set, so older scenario files regenerate byte for byte
+        req["priority"] = priority
+    return req
+
+
+# vLLM 0.33.0 scheduler knobs a scenario may set (vLLM's names and defaults); a scenario
+# lists only those it changes, so older scenario files regenerate byte for byte.
+KNOB_DEFAULTS: dict[str, Any] = {
+    "policy": "fcfs",
+    "long_prefill_token_threshold_adaptive": False,
+    "prefill_schedule_interval": 1,
+    "max_num_active_seqs": None,
+    "watermark": 0.0,
+    "scheduler_reserve_full_isl": True,
+}
 
 
 def _scenario(
@@ -105,7 +123,11 @@ def _scenario(
     num_blocks: int = 1000,
     chunked: bool = True,
     threshold: int = 0,
+    **knobs: Any,
 ) -> dict[str, Any]:
+    unknown = set(knobs) - set(KNOB_DEFAULTS)
+    if unknown:
+        raise ValueError(f"{name}: unknown knobs {sorted(unknown)}")
     return {
         "name": name,
         "covers": covers,
@@ -115,6 +137,7 @@ def _scenario(
             "enable_chunked_prefill": chunked,
             "long_prefill_token_threshold": threshold,
             "max_model_len": max_model_len,
+            **knobs,
         },
         "cache": {"block_size": block_size, "num_blocks": num_blocks},
         "requests": requests,
@@ -445,6 +468,7 @@ class VllmRunner:
         from vllm.v1.structured_output import StructuredOutputManager
 
         sch, cache = sc["scheduler"], sc["cache"]
+        knobs = {k: sch.get(k, v) for k, v in KNOB_DEFAULTS.items()}
         mml = sch["max_model_len"]
         scheduler_config = SchedulerConfig(
             max_model_len=mml,
@@ -454,8 +478,7 @@ class VllmRunner:
             enable_chunked_prefill=sch["enable_chunked_prefill"],
             long_prefill_token_threshold=sch["long_prefill_token_threshold"],
             async_scheduling=False,
-            policy="fcfs",
-            watermark=0.0,
+            **knobs,
         )
         cache_config = CacheConfig(block_size=cache["block_size"], enable_prefix_caching=False)
         vllm_config = VllmConfig(
@@ -509,7 +532,8 @@ class VllmRunner:
             "max_num_scheduled_tokens": (sched.max_num_scheduled_tokens,
                                          sch["max_num_batched_tokens"]),
             "max_num_seqs": (sched.max_num_running_reqs, sch["max_num_seqs"]),
-            "max_num_active_seqs": (sched.max_num_active_reqs, sch["max_num_seqs"]),
+            "max_num_active_seqs": (sched.max_num_active_reqs,
+                                    knobs["max_num_active_seqs"] or sch["max_num_seqs"]),
             "enable_chunked_prefill": (got.enable_chunked_prefill, sch["enable_chunked_prefill"]),
             "long_prefill_token_threshold": (got.long_prefill_token_threshold,
                                              sch["long_prefill_token_threshold"]),
@@ -519,13 +543,18 @@ class VllmRunner:
                               cache["num_blocks"]),
             "prefix caching": (sched.kv_cache_manager.enable_caching, False),
             "async scheduling": (bool(got.async_scheduling), False),
-            "reserve_full_isl": (sched.scheduler_reserve_full_isl, True),
-            "watermark blocks": (sched.kv_cache_manager.watermark_blocks, 0),
+            "reserve_full_isl": (sched.scheduler_reserve_full_isl,
+                                 knobs["scheduler_reserve_full_isl"]),
+            "watermark blocks": (sched.kv_cache_manager.watermark_blocks,
+                                 int(knobs["watermark"] * (cache["num_blocks"] + 1))),
+            "policy": (sched.policy.value, knobs["policy"]),
             "spec decode": (vllm_config.speculative_config, None),
             "lookahead": (sched.num_lookahead_tokens, 0),
             "prefill lookahead": (sched.num_prefill_lookahead, 0),
-            "adaptive threshold": (sched.adaptive_long_prefill_threshold, False),
-            "prefill interval": (sched.local_prefill_interval, 1),
+            "adaptive threshold": (sched.adaptive_long_prefill_threshold,
+                                   knobs["long_prefill_token_threshold_adaptive"]),
+            "prefill interval": (sched.local_prefill_interval,
+                                 knobs["prefill_schedule_interval"]),
             "sampled tokens per step": (sched.num_sampled_tokens_per_step, 1),
             "scheduler class": (got.get_scheduler_cls(), Scheduler),
         }
@@ -564,6 +593,7 @@ class VllmRunner:
                         sampling_params=params,
                         pooling_params=None,
                         arrival_time=float(k),
+                        priority=r.get("priority", 0),
                     )
                 )
             sched.preempted_log.clear()

@@ -34,3 +34,43 @@ def test_bad_flags_one_line_error_exit_2():
         assert res.returncode == 2, args
         assert "Traceback" not in res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and "error:" in res.stderr, res.stderr
+
+
+def test_bad_knob_flags_name_the_flag():
+    for args, flag in ((["--policy", "prefill_first"], "--policy"),
+                       (["--batching", "fcfs"], "--batching"),
+                       (["--watermark", "1.0"], "--watermark"),
+                       (["--watermark", "lots"], "--watermark"),
+                       (["--prefill-schedule-interval", "0"], "--prefill-schedule-interval"),
+                       (["--batching", "prefill_or_decode", "--prefill-schedule-interval", "2"],
+                        "--prefill-schedule-interval"),
+                       (["--max-num-active-seqs", "0"], "--max-num-active-seqs"),
+                       (["--max-num-seqs", "4", "--max-num-active-seqs", "5"],
+                        "--max-num-active-seqs"),
+                       (["--prompt-priority", "high"], "--prompt-priority"),
+                       (["--batching", "prefill_first"], "--budget")):
+        res = cli("trace", *args)
+        assert res.returncode == 2, args
+        assert len(res.stderr.strip().splitlines()) == 1 and flag in res.stderr, res.stderr
+
+
+def test_knob_flags_change_the_schedule():
+    decodes = {f"D{i}": 1 for i in range(1, 7)}
+    # vLLM 0.33.0's recorded interval2_seed_trace: P's chunks every other step
+    steps = json.loads(cli("trace", "--json", "--steps", "6",
+                           "--prefill-schedule-interval", "2").stdout)
+    assert steps[2:6] == [{**decodes, "P": 10}, decodes, {**decodes, "P": 10}, decodes]
+    # SGLang-style: P's 40 tokens alone in budget-sized chunks, decodes stalled meanwhile
+    steps = json.loads(cli("trace", "--json", "--steps", "6",
+                           "--batching", "prefill_or_decode").stdout)
+    assert steps[2:6] == [{"P": 16}, {"P": 16}, {"P": 8}, {**decodes, "P": 1}]
+    # one seat, P more urgent than the decodes still waiting: P is admitted before D2..D6
+    steps = json.loads(cli("trace", "--json", "--max-num-seqs", "1", "--decode-len", "2",
+                           "--arrival-step", "0", "--policy", "priority",
+                           "--prompt-priority", "-1").stdout)
+    assert steps[0] == {"P": 16}
+    res = cli("trace", "--help")
+    for flag in ("--policy", "--batching", "--long-prefill-token-threshold-adaptive",
+                 "--prefill-schedule-interval", "--max-num-active-seqs", "--watermark",
+                 "--scheduler-reserve-full-isl"):
+        assert flag in res.stdout

@@ -106,6 +106,21 @@ def test_arrivals_in_the_future_wait_for_the_clock(hf_and_ours):
     assert eng.step_log[0].start_s == 100.0
 
 
+@pytest.mark.parametrize("style", ["mixed", "prefill_or_decode", "prefill_first"])
+def test_priority_and_batching_styles_keep_outputs(hf_and_ours, prompts, hf_greedy, style):
+    """Same greedy tokens whatever the style; with policy="priority" and one seat, the
+    prompts are served strictly in priority order (lower first)."""
+    _, ours = hf_and_ours
+    eng = LLMEngine(ours, SchedulerConfig(256, 1, max_model_len=256, policy="priority",
+                                          batching=style),
+                    CacheConfig(16, 64), attention_backend="torch")
+    prio = [len(prompts) - i for i in range(len(prompts))]  # the last prompt first
+    outs = eng.generate(prompts, SamplingParams(max_tokens=MAX_TOKENS), priority=prio)
+    assert [o.output_token_ids for o in outs] == hf_greedy
+    first_token = [o.metrics.token_times[0] for o in outs]
+    assert first_token == sorted(first_token, reverse=True)
+
+
 def test_seeded_temperature_sampling_is_reproducible(hf_and_ours, prompts):
     _, ours = hf_and_ours
 
@@ -130,6 +145,8 @@ def test_seeded_temperature_sampling_is_reproducible(hf_and_ours, prompts):
      "duplicate"),
     (lambda e: e.add_request([1], arrival_time=-1.0), "arrival_time"),
     (lambda e: e.generate([[1], [2]], [SamplingParams()]), "sampling_params"),
+    (lambda e: e.generate([[1], [2]], priority=[0]), "priority has 1 entries for 2"),
+    (lambda e: e.add_request([1], priority=1.5), "priority must be an integer"),
 ])
 def test_engine_bad_input(hf_and_ours, make, match):
     _, ours = hf_and_ours

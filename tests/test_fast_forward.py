@@ -58,14 +58,14 @@ def _assert_same(a: tuple, b: tuple) -> None:
 
 @st.composite
 def workloads(draw):
-    policy = draw(st.sampled_from(["fcfs", "fcfs", "prefill_first"]))
+    batching = draw(st.sampled_from(["mixed", "mixed", "prefill_first", "prefill_or_decode"]))
     chunked = draw(st.booleans())
     block_size = draw(st.sampled_from([1, 2, 4, 16]))
     max_model_len = draw(st.integers(8, 96))
-    whole = not chunked or policy == "prefill_first"
+    whole = not chunked or batching == "prefill_first"
     budget = draw(st.integers(max_model_len if whole else 1, 100))
     max_num_seqs = draw(st.integers(1, min(budget, 8)))
-    threshold = 0 if policy == "prefill_first" else draw(st.integers(0, max_model_len))
+    threshold = 0 if batching == "prefill_first" else draw(st.integers(0, max_model_len))
     reqs = draw(st.lists(st.tuples(st.integers(1, max_model_len - 1),  # prompt
                                    st.integers(1, 40),                   # max_tokens
                                    st.booleans(),                        # eos on token 1
@@ -75,7 +75,13 @@ def workloads(draw):
     num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
     requests = [(f"r{i}", p, o, FAKE_TOKEN_ID if eos and i % 3 == 0 else None, t)
                 for i, (p, o, eos, t) in enumerate(reqs)]
-    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len, policy),
+    knobs = {"batching": batching,
+             "long_prefill_token_threshold_adaptive": draw(st.booleans()),
+             "prefill_schedule_interval": 1 if batching != "mixed" else draw(st.integers(1, 3)),
+             "max_num_active_seqs": draw(st.integers(1, max_num_seqs)),
+             "watermark": draw(st.sampled_from([0.0, 0.1])),
+             "scheduler_reserve_full_isl": draw(st.booleans())}
+    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len, **knobs),
             CacheConfig(block_size, num_blocks), requests,
             draw(st.sampled_from([0.0, 0.3])), draw(st.sampled_from(["ragged", "padded"])))
 

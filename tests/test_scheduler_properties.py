@@ -15,11 +15,11 @@ MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
 
 @st.composite
 def workloads(draw):
-    policy = draw(st.sampled_from(["fcfs", "fcfs", "prefill_first"]))
+    batching = draw(st.sampled_from(["mixed", "mixed", "prefill_first"]))
     chunked = draw(st.booleans())
     block_size = draw(st.sampled_from([1, 2, 4, 16]))
     max_model_len = draw(st.integers(8, 64))
-    whole = not chunked or policy == "prefill_first"
+    whole = not chunked or batching == "prefill_first"
     budget = draw(st.integers(max_model_len if whole else 1, 80))
     max_num_seqs = draw(st.integers(1, min(budget, 8)))
     threshold = draw(st.integers(0, max_model_len))
@@ -30,9 +30,10 @@ def workloads(draw):
     # The cache can hold the largest request (else add_request rightly refuses it).
     largest = max(min(p + o - 1, max_model_len - 1) for p, o, _ in reqs)
     num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
-    if policy == "prefill_first":
+    if batching == "prefill_first":
         threshold = 0
-    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len, policy),
+    return (SchedulerConfig(budget, max_num_seqs, chunked, threshold, max_model_len,
+                            batching=batching),
             CacheConfig(block_size, num_blocks), reqs)
 
 
@@ -67,7 +68,7 @@ def test_scheduler_invariants(w):
         assert not set(out.preempted_req_ids) & set(n)
         if out.preempted_req_ids:  # the waiting pass is skipped after a preemption
             assert not out.scheduled_new_req_ids and not out.scheduled_resumed_req_ids
-        if sc.policy == "prefill_first":  # a step is all prompts or all decodes
+        if sc.batching == "prefill_first":  # a step is all prompts or all decodes
             admitted = set(out.scheduled_new_req_ids) | set(out.scheduled_resumed_req_ids)
             assert not admitted or set(n) == admitted
             assert all(k == before[rid] for rid, k in n.items())

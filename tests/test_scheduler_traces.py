@@ -108,7 +108,7 @@ def test_idle_steps_before_arrival():
 
 def test_prefill_first_baseline_stalls_decodes():
     # vLLM V0 / nano-vllm: P's whole prompt runs alone at step 2; the six decodes skip a step.
-    sc = SchedulerConfig(64, 16, max_model_len=64, policy="prefill_first")
+    sc = SchedulerConfig(64, 16, max_model_len=64, batching="prefill_first")
     steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
     decodes = [(f"D{i}", 1) for i in range(1, 7)]
     assert schedules(steps)[:4] == [decodes, decodes, [("P", 40)], [*decodes, ("P", 1)]]
