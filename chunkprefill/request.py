@@ -53,6 +53,8 @@ class Request:
     num_preemptions: int = 0
     sampling_params: SamplingParams | None = None
     num_tokens: int = field(init=False, default=0)
+    # Prompt tokens served from the prefix cache at first admission (vLLM's name).
+    num_cached_tokens: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if not isinstance(self.request_id, str) or not self.request_id:

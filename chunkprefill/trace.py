@@ -5,27 +5,44 @@ involved: a trace tracks the token budget, not how long a step takes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler
 
 FAKE_TOKEN_ID = 1
+# Placeholder prompts count up from here: far above any vocabulary used with explicit ids,
+# so they never collide with a given prompt (or with FAKE_TOKEN_ID).
+UNIQUE_TOKEN_BASE = 1 << 40
 
 
 @dataclass(frozen=True)
 class TraceRequest:
-    """A request of the paper trace: lengths only; tokens are placeholders."""
+    """A request of the paper trace: lengths, and optionally the prompt's token ids (so
+    that requests can share a prefix for the prefix cache). Without ids every request
+    gets tokens no other request has."""
 
     request_id: str
     prompt_len: int
     output_len: int
     arrival_step: int = 0
+    prompt_token_ids: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         for name, lo in (("prompt_len", 1), ("output_len", 1), ("arrival_step", 0)):
             check_int(f"{name} of {self.request_id!r}", getattr(self, name), lo)
+        ids = self.prompt_token_ids
+        if ids is None:
+            return
+        name = f"prompt_token_ids of {self.request_id!r}"
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+            raise ValueError(f"{name} must be a sequence of integers >= 0, got {ids!r}")
+        ids = tuple(check_int(name, t, 0) for t in ids)
+        if len(ids) != self.prompt_len:
+            raise ValueError(f"{name} must hold prompt_len={self.prompt_len} ids, "
+                             f"got {len(ids)}")
+        object.__setattr__(self, "prompt_token_ids", ids)
 
 
 @dataclass
@@ -41,6 +58,8 @@ class TraceStep:
     num_free_blocks: int  # after the step's finished requests freed their blocks
     running: list[str]
     waiting: list[str]
+    # prefix caching on: tokens each request admitted this step found in the cache
+    num_cached_tokens: dict[str, int] = field(default_factory=dict)
 
     @property
     def budget_left(self) -> int:
@@ -63,6 +82,14 @@ def run_trace(
         raise ValueError(f"request_id must be unique; duplicated: {dupes}")
     sched = Scheduler(scheduler_config, cache_config)
     pending = sorted(requests, key=lambda r: r.arrival_step)  # stable: keeps list order
+    prompts, next_token = {}, 0
+    for r in requests:  # requests without ids get tokens no other request has
+        if r.prompt_token_ids is None:
+            prompts[r.request_id] = list(range(UNIQUE_TOKEN_BASE + next_token,
+                                               UNIQUE_TOKEN_BASE + next_token + r.prompt_len))
+            next_token += r.prompt_len
+        else:
+            prompts[r.request_id] = list(r.prompt_token_ids)
     steps: list[TraceStep] = []
     k = 0
     while pending or sched.has_unfinished_requests():
@@ -70,7 +97,8 @@ def run_trace(
             raise RuntimeError(f"trace did not finish within max_steps={max_steps}")
         while pending and pending[0].arrival_step == k:
             r = pending.pop(0)
-            sched.add_request(Request(r.request_id, [0] * r.prompt_len, max_tokens=r.output_len))
+            sched.add_request(Request(r.request_id, prompts[r.request_id],
+                                      max_tokens=r.output_len))
         out = sched.schedule()
         sampled = {rid: FAKE_TOKEN_ID for rid in out.num_scheduled_tokens
                    if sched.requests[rid].num_owed_tokens == 0}
@@ -85,6 +113,7 @@ def run_trace(
             num_free_blocks=sched.kv_cache_manager.num_free_blocks,
             running=[r.request_id for r in sched.running],
             waiting=[r.request_id for r in sched.waiting],
+            num_cached_tokens=dict(out.num_cached_tokens),
         ))
         k += 1
     return steps
@@ -128,4 +157,22 @@ def seed_trace_requests(num_decodes: int = 6, prompt_len: int = 40, decode_len: 
             for i in range(num_decodes)]
     reqs.append(TraceRequest("P", prompt_len=prompt_len, output_len=prompt_output_len,
                              arrival_step=prompt_arrival_step))
+    return reqs
+
+
+def with_shared_prefix(requests: Sequence[TraceRequest], prefix_len: int,
+                       target: str = "P", sharer: str = "S") -> list[TraceRequest]:
+    """``requests`` with explicit prompt ids for ``target`` and a request ``sharer``
+    (arrival step 0, one output token, placed just before the target) whose prompt is
+    the target's first ``prefix_len`` tokens: a system prompt whose full blocks are in
+    the prefix cache once computed (even if only in the target's arrival step)."""
+    reqs = list(requests)
+    idx = next((i for i, r in enumerate(reqs) if r.request_id == target), None)
+    if idx is None:
+        raise ValueError(f"target must name one of the requests, got {target!r}")
+    t = reqs[idx]
+    check_int("prefix_len", prefix_len, 1, t.prompt_len)
+    ids = t.prompt_token_ids or tuple(range(2, 2 + t.prompt_len))
+    reqs[idx] = TraceRequest(t.request_id, t.prompt_len, t.output_len, t.arrival_step, ids)
+    reqs.insert(idx, TraceRequest(sharer, prefix_len, 1, 0, ids[:prefix_len]))
     return reqs
