@@ -5,9 +5,10 @@ involved: a trace tracks the token budget, not how long a step takes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
+from chunkprefill.kv_cache import PrefixCacheStats
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler
 
@@ -58,8 +59,10 @@ class TraceStep:
     num_free_blocks: int  # after the step's finished requests freed their blocks
     running: list[str]
     waiting: list[str]
-    # prefix caching on: tokens each request admitted this step found in the cache
+    # prefix caching on: tokens each request admitted this step found in the cache, and
+    # vLLM's prefix-cache stats summed over the run so far
     num_cached_tokens: dict[str, int] = field(default_factory=dict)
+    prefix_cache_stats: PrefixCacheStats | None = None
 
     @property
     def budget_left(self) -> int:
@@ -81,6 +84,7 @@ def run_trace(
     if dupes:
         raise ValueError(f"request_id must be unique; duplicated: {dupes}")
     sched = Scheduler(scheduler_config, cache_config)
+    kv = sched.kv_cache_manager
     pending = sorted(requests, key=lambda r: r.arrival_step)  # stable: keeps list order
     prompts, next_token = {}, 0
     for r in requests:  # requests without ids get tokens no other request has
@@ -110,10 +114,11 @@ def run_trace(
             finished=finished,
             token_budget=scheduler_config.max_num_batched_tokens,
             num_computed_tokens={rid: r.num_computed_tokens for rid, r in sched.requests.items()},
-            num_free_blocks=sched.kv_cache_manager.num_free_blocks,
+            num_free_blocks=kv.num_free_blocks,
             running=[r.request_id for r in sched.running],
             waiting=[r.request_id for r in sched.waiting],
             num_cached_tokens=dict(out.num_cached_tokens),
+            prefix_cache_stats=(replace(kv.prefix_cache_stats) if kv.enable_caching else None),
         ))
         k += 1
     return steps
