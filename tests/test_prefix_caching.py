@@ -138,3 +138,14 @@ def test_block_hash_is_stable_across_processes():
                            check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
             for seed in ("1", "2")}
     assert len(outs) == 1
+
+
+def test_decode_fast_path_declines_with_prefix_caching():
+    """Plain decode steps in bulk would skip the hashing of blocks that decodes fill."""
+    for caching, expected in ((False, 4), (True, 0)):
+        sched = Scheduler(SchedulerConfig(16, 4, max_model_len=64),
+                          CacheConfig(4, 64, enable_prefix_caching=caching))
+        sched.add_request(Request("a", [5, 6, 7], max_tokens=5))
+        out = sched.schedule()
+        sched.update_from_output(out, {"a": 1})
+        assert sched.decode_run_length(100, 1) == expected
