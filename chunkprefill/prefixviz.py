@@ -160,11 +160,12 @@ def plot_prefix_chunks(runs: Sequence[PrefixRun], ax: Axes | None = None) -> Fig
                   [f"{'on ' if r.enable_prefix_caching else 'off'} prefix={r.prefix_len} "
                    f"bs={r.block_size} budget={r.budget}" for r in reversed(runs)],
                   fontsize=8)
-    ax.set_xlim(0, max(r.prompt_len for r in runs) * 1.55)
+    ax.set_xlim(0, max(r.prompt_len for r in runs) * 1.7)
     ax.set_xlabel("P's prompt tokens (position)")
     ax.legend(handles=[Patch(facecolor=HIT, alpha=0.6, label="from the prefix cache"),
                        Patch(facecolor=COMPUTED, alpha=0.5, label="computed, one shade per "
-                             "chunk (step)")], loc="lower right", fontsize=8)
+                             "chunk (step)")], loc="lower left", bbox_to_anchor=(0, 1),
+              ncol=2, fontsize=8, frameon=False)
     return fig  # type: ignore[return-value]
 
 
@@ -180,8 +181,14 @@ def plot_hit_staircase(prompt_len: int, block_sizes: Sequence[int], budget: int 
     xs = list(range(1, prompt_len + 1))
     ax.plot(xs, xs, color="0.6", ls=":", label="shared tokens (upper bound)")
     for bs in block_sizes:
-        ax.step(xs, [shared_prompt_run(x, bs, budget, prompt_len).num_cached_tokens
-                     for x in xs], where="post", label=f"hit, block_size={bs}")
+        hits = [shared_prompt_run(x, bs, budget, prompt_len).num_cached_tokens for x in xs]
+        line, = ax.step(xs, hits, where="post", label=f"hit, block_size={bs}")
+        if prompt_len % bs == 0:  # the whole prompt is whole blocks: the cap costs one
+            ax.plot([prompt_len], [prompt_len], "o", mfc="none", color=line.get_color())
+            ax.annotate(f"cap num_tokens-1: {prompt_len - hits[-1]} recomputed",
+                        (prompt_len, hits[-1]), xytext=(-150, -30 - 12 * len(ax.texts)),
+                        textcoords="offset points", fontsize=8, color=line.get_color(),
+                        arrowprops={"arrowstyle": "->", "color": line.get_color()})
     ax.set_xlabel("prefix P shares with the cached prompt (tokens)")
     ax.set_ylabel("tokens served from the cache")
     ax.legend(fontsize=8)

@@ -116,16 +116,21 @@ def build_scenarios() -> list[dict[str, Any]]:
           [req("A", sys16 + toks(100, 4), 24), req("B", sys16 + toks(120, 4), 24),
            req("C", sys16 + toks(140, 4), 24)],
           budget=32, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16),
-        s("eviction_partial", "A finishes; X's allocation takes the free queue's front (A's "
-          "unhashed block, never-used blocks, then A's tail first): B hits what is left",
+        s("eviction_none", "A finishes; X's 8 blocks come from the free queue's front (A's "
+          "unhashed block, then never-used ones): A's cached blocks survive, B hits all 3",
           [req("A", toks(0, 14), 1, 0), req("X", toks(100, 30), 1, 3),
            req("B", toks(0, 14) + toks(200, 3), 1, 6)],
           budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=11),
+        s("eviction_partial", "as eviction_none with 10 blocks: X also takes A's tail cached "
+          "block (evicted first, as freed tail first): B hits what is left",
+          [req("A", toks(0, 14), 1, 0), req("X", toks(100, 30), 1, 3),
+           req("B", toks(0, 14) + toks(200, 3), 1, 6)],
+          budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=10),
         s("eviction_total", "a cache so small that every cached block is evicted before the "
           "sharer arrives: no hit",
-          [req("A", toks(0, 16), 1, 0), req("X", toks(100, 30), 2, 2),
-           req("B", toks(0, 16) + toks(200, 3), 1, 6)],
-          budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=9),
+          [req("A", toks(0, 14), 1, 0), req("X", toks(100, 30), 2, 2),
+           req("B", toks(0, 14) + toks(200, 3), 1, 6)],
+          budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=8),
         s("admission_gate_counts_hits", "the whole-sequence admission check counts hit blocks "
           "as held (free cached ones as taken from the free queue)",
           [req("A", toks(0, 24), 1, 0), req("L", toks(100, 8), 30, 2),
