@@ -23,6 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from chunkprefill.scheduler import Scheduler, SchedulerOutput
+from chunkprefill.viz.style import figure_and_axes
 
 _PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink",
             "tab:olive", "tab:cyan", "tab:red", "tab:gray"]
@@ -35,13 +36,6 @@ def request_colors(request_ids: Sequence[str]) -> dict[str, str]:
         if rid not in out:
             out[rid] = _PALETTE[len(out) % len(_PALETTE)]
     return out
-
-
-def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
-    if ax is not None:
-        return ax.figure, ax  # type: ignore[return-value]
-    fig = Figure(figsize=figsize, layout="constrained")
-    return fig, fig.add_subplot()
 
 
 # --------------------------------------------------------------------------- the pool
@@ -104,7 +98,7 @@ def plot_block_pool(snapshots: Sequence[PoolSnapshot], num_blocks: int, block_si
     by the request that owns the block and labelled ``A1`` = request A's logical block 1;
     the dark part of a cell is how many of its ``block_size`` slots hold KV after the step."""
     n_steps = len(snapshots)
-    fig, ax = _figure_and_axes(ax, (min(16.0, 1.6 + 0.75 * n_steps), 1.3 + 0.36 * num_blocks))
+    fig, ax = figure_and_axes(ax, (min(16.0, 1.6 + 0.75 * n_steps), 1.3 + 0.36 * num_blocks))
     order = [rid for s in snapshots for rid in s.block_tables]
     colors = request_colors(order)
     for col, snap in enumerate(snapshots):
@@ -151,7 +145,7 @@ def plot_slot_mapping(snapshot: PoolSnapshot, num_blocks: int, block_size: int,
               for i, slot in enumerate(snapshot.slot_mapping[rid])]
     n_tok = len(tokens)
     height = max(n_tok, num_blocks)
-    fig, ax = _figure_and_axes(ax, (4.2 + 0.75 * block_size, 1.4 + 0.32 * height))
+    fig, ax = figure_and_axes(ax, (4.2 + 0.75 * block_size, 1.4 + 0.32 * height))
     colors = request_colors(list(snapshot.block_tables))
     tok_h = height / max(n_tok, 1)
     blk_h = height / num_blocks
@@ -312,7 +306,7 @@ def plot_causal_masks(query_lens: Sequence[int], seq_lens: Sequence[int],
             labels.append(f"{name} q{i}")
     img = np.stack(rows)
     n_rows = img.shape[0]
-    fig, ax = _figure_and_axes(None, (min(16.0, 4.0 + 0.22 * width), 1.3 + 0.22 * n_rows))
+    fig, ax = figure_and_axes(None, (min(16.0, 4.0 + 0.22 * width), 1.3 + 0.22 * n_rows))
     cmap = ListedColormap(["white", "#9ecae1", "#08519c", "0.88"])
     ax.imshow(img, cmap=cmap, vmin=0, vmax=3, aspect="equal", interpolation="nearest")
     ax.set_xticks(np.arange(-0.5, width, 1), minor=True)
