@@ -28,7 +28,7 @@ class TraceRequest:
     prompt_len: int
     output_len: int
     arrival_step: int = 0
-    prompt_token_ids: tuple[int, ...] | None = None
+    prompt_token_ids: tuple[int, ...] | None = field(default=None, repr=False)  # long
 
     def __post_init__(self) -> None:
         for name, lo in (("prompt_len", 1), ("output_len", 1), ("arrival_step", 0)):
