@@ -4,8 +4,9 @@ involved: a trace tracks the token budget, not how long a step takes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.kv_cache import PrefixCacheStats
@@ -122,6 +123,16 @@ def run_trace(
         ))
         k += 1
     return steps
+
+
+def run_recorded_scenario(scenario: Mapping[str, Any]) -> list[TraceStep]:
+    """Replay one scenario of ``dev/vllm_reference.py``'s JSON files through ``run_trace``,
+    to compare with the steps vLLM recorded for it. Its ``scheduler``, ``cache`` and
+    ``requests`` entries are keyed by the field names of ``SchedulerConfig``,
+    ``CacheConfig`` and ``TraceRequest``, so a knob recorded under its name needs no code
+    here."""
+    return run_trace([TraceRequest(**r) for r in scenario["requests"]],
+                     SchedulerConfig(**scenario["scheduler"]), CacheConfig(**scenario["cache"]))
 
 
 def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | None = None) -> str:

@@ -17,13 +17,11 @@ no prompt block can equal a block holding sampled tokens in one run and not in t
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
-from pathlib import Path
 from typing import Any
 
-from vllm_reference import REPO, _req, _scenario, validate_scenario, write_traces
+from vllm_reference import REPO, _req, _scenario, write_scenarios, write_traces
 
 SCENARIOS_PATH = REPO / "tests" / "data" / "vllm_prefix_scenarios.json"
 TRACES_PATH = REPO / "tests" / "data" / "vllm_prefix_traces.json"
@@ -72,6 +70,9 @@ def build_scenarios() -> list[dict[str, Any]]:
         return _scenario(*args, prefix_caching=True, **kw)
 
     sys16, sys14, sys32 = toks(0, 16), toks(0, 14), toks(0, 32)
+    # A's 14-token prompt, then X's 30, then B sharing A's 14: how many survive X?
+    evict = [req("A", sys14, 1, 0), req("X", toks(100, 30), 1, 3),
+             req("B", sys14 + toks(200, 3), 1, 6)]
     out = [
         s("prefix_aligned", "B's 16-token system prompt (4 blocks of 4) is cached: B "
           "starts at 16 and owes only its tail",
@@ -118,19 +119,13 @@ def build_scenarios() -> list[dict[str, Any]]:
           budget=32, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16),
         s("eviction_none", "A finishes; X's 8 blocks come from the free queue's front (A's "
           "unhashed block, then never-used ones): A's cached blocks survive, B hits all 3",
-          [req("A", toks(0, 14), 1, 0), req("X", toks(100, 30), 1, 3),
-           req("B", toks(0, 14) + toks(200, 3), 1, 6)],
-          budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=11),
+          evict, budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=11),
         s("eviction_partial", "as eviction_none with 10 blocks: X also takes A's tail cached "
           "block (evicted first, as freed tail first): B hits what is left",
-          [req("A", toks(0, 14), 1, 0), req("X", toks(100, 30), 1, 3),
-           req("B", toks(0, 14) + toks(200, 3), 1, 6)],
-          budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=10),
+          evict, budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=10),
         s("eviction_total", "a cache so small that every cached block is evicted before the "
           "sharer arrives: no hit",
-          [req("A", toks(0, 14), 1, 0), req("X", toks(100, 30), 2, 2),
-           req("B", toks(0, 14) + toks(200, 3), 1, 6)],
-          budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=8),
+          evict, budget=16, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=8),
         s("admission_gate_counts_hits", "the whole-sequence admission check counts hit blocks "
           "as held (free cached ones as taken from the free queue)",
           [req("A", toks(0, 24), 1, 0), req("L", toks(100, 8), 30, 2),
@@ -173,19 +168,6 @@ def build_scenarios() -> list[dict[str, Any]]:
     return out
 
 
-def write_scenarios(path: Path) -> None:
-    scenarios = build_scenarios()
-    for sc in scenarios:
-        validate_scenario(sc)
-    payload = {
-        "about": "Prefix-caching scenarios for dev/vllm_reference.py; regenerate with "
-        "`python3 dev/scenarios_prefix.py scenarios`.",
-        "scenarios": scenarios,
-    }
-    path.write_text(json.dumps(payload, indent=1) + "\n")
-    print(f"wrote {len(scenarios)} scenarios to {path}")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -194,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     p_t.add_argument("--only", nargs="*", help="run only these scenario names")
     args = ap.parse_args(argv)
     if args.cmd == "scenarios":
-        write_scenarios(SCENARIOS_PATH)
+        write_scenarios(SCENARIOS_PATH, build_scenarios(),
+                        "Prefix-caching scenarios for dev/vllm_reference.py; regenerate with "
+                        "`python3 dev/scenarios_prefix.py scenarios`.")
     else:
         write_traces(SCENARIOS_PATH, TRACES_PATH, args.only)
     return 0

@@ -357,15 +357,13 @@ def build_scenarios() -> list[dict[str, Any]]:
     return out
 
 
-def write_scenarios(path: Path) -> None:
-    scenarios = build_scenarios()
+def write_scenarios(path: Path, scenarios: list[dict[str, Any]] | None = None,
+                    about: str = "Scenarios for dev/vllm_reference.py; regenerate with "
+                    "`python3 dev/vllm_reference.py scenarios`.") -> None:
+    scenarios = build_scenarios() if scenarios is None else scenarios
     for sc in scenarios:
         validate_scenario(sc)
-    payload = {
-        "about": "Scenarios for dev/vllm_reference.py; regenerate with "
-        "`python3 dev/vllm_reference.py scenarios`.",
-        "scenarios": scenarios,
-    }
+    payload = {"about": about, "scenarios": scenarios}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"wrote {len(scenarios)} scenarios to {path}")
