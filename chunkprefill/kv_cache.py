@@ -15,7 +15,7 @@ free queue (it still counts as free) until an allocation reuses it and evicts th
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,13 +84,18 @@ class BlockPool:
     The free queue is in eviction order: allocation takes from the front. With prefix
     caching on it follows vLLM: a freed block with no hash goes to the front (nothing to
     lose), a cached one to the back, so the least recently freed cached blocks are
-    evicted first; a hit on a free cached block takes it out of the queue. Without
-    prefix caching freed blocks go to the back (only counts are observable then)."""
+    evicted first; a hit on a free cached block takes it out of the queue (an ordered
+    dict: O(1) removal from the middle). Without prefix caching the queue is a plain
+    FIFO deque, freed blocks go to the back (only counts are observable then), and
+    reference counts are not kept (every held block has exactly one user): the
+    simulator's hot path pays nothing for the feature."""
 
     def __init__(self, num_blocks: int, enable_caching: bool = False) -> None:
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
-        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self._free: OrderedDict[int, None] | deque[int] = (
+            OrderedDict.fromkeys(range(num_blocks)) if enable_caching
+            else deque(range(num_blocks)))
         self.ref_cnt = [0] * num_blocks
         self.block_hash: list[BlockHash | None] = [None] * num_blocks
         # hash -> the block ids cached under it, oldest first (two requests can compute
@@ -116,15 +121,17 @@ class BlockPool:
 
     def get_new_blocks(self, n: int) -> list[int]:
         """Take ``n`` blocks from the front of the free queue, evicting their hashes."""
-        if n > len(self._free):
-            raise ValueError(f"cannot take {n} blocks: only {len(self._free)} free")
-        pop, ref = self._free.popitem, self.ref_cnt
+        free = self._free
+        if n > len(free):
+            raise ValueError(f"cannot take {n} blocks: only {len(free)} free")
+        if not self.enable_caching:
+            take = free.popleft  # type: ignore[union-attr]
+            return [take() for _ in range(n)]
+        pop, ref = free.popitem, self.ref_cnt  # type: ignore[union-attr]
         taken = [pop(last=False)[0] for _ in range(n)]
         for b in taken:
             ref[b] = 1
-        if self.enable_caching:
-            for b in taken:
-                self._evict(b)
+            self._evict(b)
         return taken
 
     def _evict(self, block_id: int) -> None:
@@ -150,12 +157,10 @@ class BlockPool:
 
     def free_blocks(self, ordered_block_ids: Sequence[int]) -> None:
         """One user fewer for each block, given in eviction order (first evicted first)."""
-        ref = self.ref_cnt
         if not self.enable_caching:
-            for b in ordered_block_ids:
-                ref[b] = 0
-            self._free.update(dict.fromkeys(ordered_block_ids))
+            self._free.extend(ordered_block_ids)  # type: ignore[union-attr]
             return
+        ref, free = self.ref_cnt, self._free
         evict_first: list[int] = []
         for b in ordered_block_ids:
             ref[b] -= 1
@@ -163,10 +168,10 @@ class BlockPool:
                 if self.block_hash[b] is None:
                     evict_first.append(b)
                 else:
-                    self._free[b] = None  # cached: to the back, evicted last
+                    free[b] = None  # cached: to the back, evicted last
         for b in reversed(evict_first):  # to the front, keeping their order
-            self._free[b] = None
-            self._free.move_to_end(b, last=False)
+            free[b] = None
+            free.move_to_end(b, last=False)  # type: ignore[union-attr]
 
 
 class KVCacheManager:
@@ -241,7 +246,9 @@ class KVCacheManager:
         blocks need no new block, except free ones, which leave the free queue."""
         held = len(self.get_block_table(request.request_id)) + len(new_computed_blocks)
         need = max(self.num_blocks_needed(request.num_tokens) - held, 0)
-        return need + self._num_evictable(new_computed_blocks) <= self.num_free_blocks
+        if new_computed_blocks:
+            need += self._num_evictable(new_computed_blocks)
+        return need <= self.num_free_blocks
 
     def allocate_slots(self, request: Request, num_new_tokens: int,
                        new_computed_blocks: Sequence[int] = ()) -> list[int] | None:
@@ -256,20 +263,26 @@ class KVCacheManager:
         table = self.block_tables.get(rid)
         if table is None:
             table = self.block_tables[rid] = []
-        num_computed = request.num_computed_tokens + len(new_computed_blocks) * self.block_size
-        total = num_computed + num_new_tokens
-        need = -(-total // self.block_size) - len(table) - len(new_computed_blocks)
-        if need < 0:
-            need = 0
-        if need + self._num_evictable(new_computed_blocks) > self.block_pool.num_free_blocks:
+        # Hits are whole blocks, so they add as many tokens as table entries: the new
+        # blocks needed are those of the tokens past them.
+        total = request.num_computed_tokens + num_new_tokens
+        need = -(-total // self.block_size) - len(table)
+        if need <= 0 and not new_computed_blocks:  # a decode whose last block has room
+            if self.enable_caching:
+                self._cache_full_blocks(request, table, min(total, request.num_tokens))
+            return []
+        # a hit on a free cached block takes it from the free queue: count it as taken
+        taken = need + (self._num_evictable(new_computed_blocks) if new_computed_blocks else 0)
+        if taken > self.block_pool.num_free_blocks:
             if not table:
                 del self.block_tables[rid]
             return None
         if new_computed_blocks:  # adopt the hit first, so the allocation cannot evict it
+            total += len(new_computed_blocks) * self.block_size
             self.block_pool.touch(new_computed_blocks)
             table.extend(new_computed_blocks)
             self._num_cached_block[rid] = len(table)
-        new_blocks = self.block_pool.get_new_blocks(need) if need else []
+        new_blocks = self.block_pool.get_new_blocks(need) if need > 0 else []
         table.extend(new_blocks)
         if self.enable_caching:
             self._cache_full_blocks(request, table, min(total, request.num_tokens))
