@@ -10,7 +10,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
+from chunkprefill import CacheConfig, Request, RequestStatus, Scheduler, SchedulerConfig
 from chunkprefill.kv_cache import block_hashes_of, cdiv, hash_block_tokens
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 2
@@ -149,3 +149,33 @@ def test_decode_fast_path_declines_with_prefix_caching():
         out = sched.schedule()
         sched.update_from_output(out, {"a": 1})
         assert sched.decode_run_length(100, 1) == expected
+
+
+def test_free_queue_order_hits_and_eviction_by_hand():
+    """vLLM's rules worked by hand on 6 blocks of 4: a freed request's unhashed (partial)
+    block goes to the front of the free queue, its cached blocks to the back, tail first; a
+    hit takes free cached blocks back; an allocation evicts the hashes it reuses."""
+    from chunkprefill.kv_cache import KVCacheManager
+
+    kv = KVCacheManager(CacheConfig(4, 6, enable_prefix_caching=True))
+    pool = kv.block_pool
+    a = Request("a", list(range(10)), max_tokens=1)
+    assert kv.allocate_slots(a, 10) == [0, 1, 2]  # blocks 0, 1 full (hashed), 2 partial
+    assert [pool.block_hash[b] is not None for b in (0, 1, 2)] == [True, True, False]
+    a.status = RequestStatus.FINISHED_LENGTH_CAPPED  # finished: free() drops its hashes too
+    kv.free(a)
+    assert pool.free_block_ids() == [2, 3, 4, 5, 1, 0] and kv.num_free_blocks == 6
+    b = Request("b", list(range(8)) + [50, 51, 52], max_tokens=1)
+    hit, n = kv.get_computed_blocks(b)
+    assert (hit, n) == ([0, 1], 8)
+    assert kv.can_fit_full_sequence(b, hit)
+    assert kv.allocate_slots(b, 3, hit) == [2]  # 1 new block, from the front
+    assert kv.get_block_table("b") == [0, 1, 2] and pool.free_block_ids() == [3, 4, 5]
+    assert [pool.ref_cnt[x] for x in range(6)] == [1, 1, 1, 0, 0, 0]
+    b.status = RequestStatus.FINISHED_LENGTH_CAPPED
+    kv.free(b)
+    assert pool.free_block_ids() == [2, 3, 4, 5, 1, 0]
+    d = Request("d", list(range(100, 120)), max_tokens=1)
+    assert kv.allocate_slots(d, 20) == [2, 3, 4, 5, 1]  # evicts block 1's hash
+    again = Request("e", list(range(10)), max_tokens=1)
+    assert kv.get_computed_blocks(again) == ([0], 4)  # the chain breaks at block 1
