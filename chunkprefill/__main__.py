@@ -8,7 +8,12 @@ import json
 import sys
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
-from chunkprefill.trace import format_trace_table, run_trace, seed_trace_requests
+from chunkprefill.trace import (
+    format_trace_table,
+    run_trace,
+    seed_trace_requests,
+    with_shared_prefix,
+)
 
 
 def _positive(name: str, lo: int = 1):
@@ -107,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "KV cache (default on; --no-scheduler-reserve-full-isl: first chunk only)")
     t.add_argument("--block-size", type=_positive("--block-size"), default=16)
     t.add_argument("--num-blocks", type=_positive("--num-blocks"), default=1000)
+    t.add_argument("--shared-prefix", type=_positive("--shared-prefix"), default=None,
+                   metavar="N", help="prefix caching on, and a request S whose prompt is the "
+                   "long prompt's first N tokens arrives at step 0: P then hits S's full blocks")
     t.add_argument("--steps", type=_positive("--steps"), default=None,
                    help="print only the first N steps")
     t.add_argument("--json", action="store_true",
@@ -132,11 +140,14 @@ def main(argv: list[str] | None = None) -> int:
             watermark=args.watermark,
             scheduler_reserve_full_isl=args.scheduler_reserve_full_isl,
         )
-        cc = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
+        cc = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks,
+                         enable_prefix_caching=args.shared_prefix is not None)
         reqs = seed_trace_requests(args.decodes, args.prompt, args.decode_len,
                                    args.arrival_step, args.prompt_output)
         if args.prompt_priority:
             reqs[-1] = dataclasses.replace(reqs[-1], priority=args.prompt_priority)
+        if args.shared_prefix is not None:
+            reqs = with_shared_prefix(reqs, args.shared_prefix)
         steps = run_trace(reqs, sc, cc)
     except ValueError as e:
         flag = next((f for name, f in _FLAGS.items() if name in str(e)), None)
@@ -148,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps([s.num_scheduled_tokens for s in steps]))
     else:
         print(format_trace_table(steps))
+        for s in steps:
+            for rid, n in s.num_cached_tokens.items():
+                if n:
+                    print(f"step {s.step}: {rid} admitted with {n} tokens from the prefix "
+                          "cache")
     return 0
 
 

@@ -161,7 +161,8 @@ class SchedulerConfig:
 @dataclass
 class CacheConfig:
     """Paged KV cache shape. ``num_blocks`` counts usable blocks (vLLM keeps one extra
-    "null" block; we don't)."""
+    "null" block; we don't). ``enable_prefix_caching``: vLLM V1's automatic prefix caching
+    (off by default here, as the course turns it on in notebook 09; vLLM's default is on)."""
 
     block_size: int = 16
     num_blocks: int = 1024
@@ -170,10 +171,9 @@ class CacheConfig:
     def __post_init__(self) -> None:
         check_int("block_size", self.block_size, 1)
         check_int("num_blocks", self.num_blocks, 1)
-        if self.enable_prefix_caching:
-            raise ValueError(
-                "enable_prefix_caching=True is not implemented yet; allowed: False"
-            )
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise ValueError(f"enable_prefix_caching must be True or False, got "
+                             f"{self.enable_prefix_caching!r}")
 
 
 @dataclass

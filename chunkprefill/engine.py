@@ -28,6 +28,7 @@ class RequestOutput:
     output_token_ids: list[int]
     metrics: RequestMetrics
     finished: bool = False
+    num_cached_tokens: int = 0  # prompt tokens the prefix cache supplied at admission
 
 
 @dataclass(slots=True)
@@ -43,6 +44,8 @@ class StepRecord:
     preempted: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
     kv_usage: float = 0.0
+    # prefix caching on: tokens each request admitted this step found in the cache
+    num_cached_tokens: dict[str, int] = field(default_factory=dict)
 
     @property
     def end_s(self) -> float:
@@ -174,7 +177,8 @@ class LLMEngine:
             step=len(self.step_log), num_scheduled_tokens=dict(out.num_scheduled_tokens),
             num_prefill_tokens=out.num_prefill_tokens, num_decode_tokens=out.num_decode_tokens,
             start_s=start, duration_s=self.clock - start, preempted=list(out.preempted_req_ids),
-            finished=finished, kv_usage=self.scheduler.kv_cache_manager.usage))
+            finished=finished, kv_usage=self.scheduler.kv_cache_manager.usage,
+            num_cached_tokens=out.num_cached_tokens))
         return [self._output(rid) for rid in finished]
 
     def step_decode_run(self, stop_at: float = math.inf,
@@ -231,7 +235,7 @@ class LLMEngine:
         finished = r.is_finished  # a finished request's tokens never change: no copy
         return RequestOutput(rid, r.prompt_token_ids,
                              r.output_token_ids if finished else list(r.output_token_ids),
-                             self._metrics[rid], finished)
+                             self._metrics[rid], finished, r.num_cached_tokens)
 
     def run(self, max_steps: int = 1_000_000) -> list[RequestOutput]:
         """Step until every added request has finished (at most ``max_steps`` steps, else

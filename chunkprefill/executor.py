@@ -4,7 +4,11 @@ The scheduler's ``{request_id: num_tokens}`` becomes one flattened batch of toke
 (prefill chunks and decodes side by side) with vLLM's metadata; each layer writes this
 step's K/V through ``slot_mapping`` and attends over the paged cache, so a later chunk
 reads the KV that earlier chunks left there. Only the last row of each request that
-finishes its owed tokens goes through the LM head and is sampled."""
+finishes its owed tokens goes through the LM head and is sampled.
+
+Prefix caching needs nothing here: a hit raises ``num_computed_tokens`` and puts the cached
+blocks at the front of the block table, so the batch simply starts after them (the cached
+tokens go through no layer) and attention reads their KV like any earlier chunk's."""
 
 from __future__ import annotations
 

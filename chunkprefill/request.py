@@ -58,6 +58,8 @@ class Request:
     # tokens owed. It tells a prefill chunk from a decode when prefill_schedule_interval
     # holds prefill back, and when batching keeps prefills and decodes apart.
     is_prefill_chunk: bool = field(init=False, default=False)
+    # Prompt tokens served from the prefix cache at first admission (vLLM's name).
+    num_cached_tokens: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if not isinstance(self.request_id, str) or not self.request_id:

@@ -36,6 +36,9 @@ class SchedulerOutput:
     finished_req_ids: list[str] = field(default_factory=list)
     num_prefill_tokens: int = 0
     num_decode_tokens: int = 0
+    # Prefix caching on: for each request admitted from waiting this step, the tokens
+    # its prefix-cache hit supplied (included in num_computed_tokens, not scheduled).
+    num_cached_tokens: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_num_scheduled_tokens(self) -> int:
@@ -58,6 +61,7 @@ class _StepState:
     preempted: list[str] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)  # scheduled, in order
     carried_prefill: bool = False  # a prompt chunk ran or a prompt was admitted
+    cached: dict[str, int] = field(default_factory=dict)  # prefix-cache hits at admission
 
     def add(self, request: Request, n: int) -> None:
         self.num_scheduled[request.request_id] = n
@@ -308,7 +312,10 @@ class Scheduler:
             is_prefill = request.num_computed_tokens < request.num_tokens - 1
             if defer and is_prefill:
                 break
-            n = request.num_owed_tokens
+            # Prefix caching: cached leading blocks count as computed before the budget,
+            # the threshold and the no-chunking rule see the tokens still owed.
+            hit_blocks, num_hit = kv.get_computed_blocks(request)
+            n = request.num_owed_tokens - num_hit
             if 0 < threshold < n:
                 n = threshold
             if whole_only and n > step.token_budget:
@@ -316,13 +323,20 @@ class Scheduler:
             n = min(n, step.token_budget)
             # The watermark is kept free only while others run (vLLM's has_scheduled_reqs).
             reserve = self._watermark_blocks if self.running else 0
-            if cfg.scheduler_reserve_full_isl and not kv.can_fit_full_sequence(request,
-                                                                                reserve):
+            if cfg.scheduler_reserve_full_isl and not kv.can_fit_full_sequence(
+                    request, hit_blocks, reserve=reserve):
                 break
-            if reserve and kv.num_new_blocks(request, n) + reserve > kv.num_free_blocks:
+            if reserve and (kv.num_new_blocks(request, n, hit_blocks) + reserve
+                            > kv.num_free_blocks):
                 break
-            if kv.allocate_slots(request, n) is None:
+            if kv.allocate_slots(request, n, hit_blocks) is None:
                 break
+            if kv.enable_caching:
+                kv.record_prefix_cache_stats(request, num_hit)
+                request.num_computed_tokens += num_hit
+                if request.num_preemptions == 0:
+                    request.num_cached_tokens = num_hit
+                step.cached[request.request_id] = num_hit
             waiting.pop_request()
             self.running.append(request)
             rid = request.request_id
@@ -355,6 +369,7 @@ class Scheduler:
             finished_req_ids=self._finished_since_schedule,
             num_prefill_tokens=num_prefill,
             num_decode_tokens=num_decode,
+            num_cached_tokens=step.cached,
         )
         self._finished_since_schedule = []
         return out
@@ -430,8 +445,8 @@ class Scheduler:
         """The longest run of plain decode steps, at most ``max_steps``; None if there is
         none. One pass over the running requests."""
         running = self.running
-        if self.waiting or not running or max_steps < 1:
-            return None
+        if self.waiting or not running or max_steps < 1 or self.kv_cache_manager.enable_caching:
+            return None  # (prefix caching: decodes fill blocks that must be hashed)
         if self.scheduler_config.prefill_schedule_interval > 1:
             return None  # not modelled: the prefill cadence counts every step
         if running[-1].num_owed_tokens != 1:  # the newest is the likeliest to be prefilling

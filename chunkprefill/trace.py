@@ -4,30 +4,49 @@ involved: a trace tracks the token budget, not how long a step takes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int, check_priority
+from chunkprefill.kv_cache import PrefixCacheStats
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler
 
 FAKE_TOKEN_ID = 1
+# Placeholder prompts count up from here: far above any vocabulary used with explicit ids,
+# so they never collide with a given prompt (or with FAKE_TOKEN_ID).
+UNIQUE_TOKEN_BASE = 1 << 40
 
 
 @dataclass(frozen=True)
 class TraceRequest:
-    """A request of the paper trace: lengths only; tokens are placeholders."""
+    """A request of the paper trace: lengths, and optionally the prompt's token ids (so
+    that requests can share a prefix for the prefix cache). Without ids every request
+    gets tokens no other request has."""
 
     request_id: str
     prompt_len: int
     output_len: int
     arrival_step: int = 0
+    prompt_token_ids: tuple[int, ...] | None = field(default=None, repr=False)  # long
     priority: int = 0  # vLLM's: lower first, with SchedulerConfig(policy="priority")
 
     def __post_init__(self) -> None:
         for name, lo in (("prompt_len", 1), ("output_len", 1), ("arrival_step", 0)):
             check_int(f"{name} of {self.request_id!r}", getattr(self, name), lo)
         check_priority(self.priority)
+        ids = self.prompt_token_ids
+        if ids is None:
+            return
+        name = f"prompt_token_ids of {self.request_id!r}"
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+            raise ValueError(f"{name} must be a sequence of integers >= 0, got {ids!r}")
+        ids = tuple(check_int(name, t, 0) for t in ids)
+        if len(ids) != self.prompt_len:
+            raise ValueError(f"{name} must hold prompt_len={self.prompt_len} ids, "
+                             f"got {len(ids)}")
+        object.__setattr__(self, "prompt_token_ids", ids)
 
 
 @dataclass
@@ -43,6 +62,10 @@ class TraceStep:
     num_free_blocks: int  # after the step's finished requests freed their blocks
     running: list[str]
     waiting: list[str]
+    # prefix caching on: tokens each request admitted this step found in the cache, and
+    # vLLM's prefix-cache stats summed over the run so far
+    num_cached_tokens: dict[str, int] = field(default_factory=dict)
+    prefix_cache_stats: PrefixCacheStats | None = None
 
     @property
     def budget_left(self) -> int:
@@ -65,7 +88,16 @@ def run_trace(
     if dupes:
         raise ValueError(f"request_id must be unique; duplicated: {dupes}")
     sched = Scheduler(scheduler_config, cache_config)
+    kv = sched.kv_cache_manager
     pending = sorted(requests, key=lambda r: r.arrival_step)  # stable: keeps list order
+    prompts, next_token = {}, 0
+    for r in requests:  # requests without ids get tokens no other request has
+        if r.prompt_token_ids is None:
+            prompts[r.request_id] = list(range(UNIQUE_TOKEN_BASE + next_token,
+                                               UNIQUE_TOKEN_BASE + next_token + r.prompt_len))
+            next_token += r.prompt_len
+        else:
+            prompts[r.request_id] = list(r.prompt_token_ids)
     steps: list[TraceStep] = []
     k = 0
     while pending or sched.has_unfinished_requests():
@@ -73,8 +105,9 @@ def run_trace(
             raise RuntimeError(f"trace did not finish within max_steps={max_steps}")
         while pending and pending[0].arrival_step == k:
             r = pending.pop(0)
-            sched.add_request(Request(r.request_id, [0] * r.prompt_len, max_tokens=r.output_len,
-                                      arrival_time=float(k), priority=r.priority))
+            sched.add_request(Request(r.request_id, prompts[r.request_id],
+                                      max_tokens=r.output_len, arrival_time=float(k),
+                                      priority=r.priority))
         out = sched.schedule()
         sampled = {rid: FAKE_TOKEN_ID for rid in out.num_scheduled_tokens
                    if sched.requests[rid].num_owed_tokens == 0}
@@ -86,12 +119,24 @@ def run_trace(
             finished=finished,
             token_budget=scheduler_config.max_num_batched_tokens,
             num_computed_tokens={rid: r.num_computed_tokens for rid, r in sched.requests.items()},
-            num_free_blocks=sched.kv_cache_manager.num_free_blocks,
+            num_free_blocks=kv.num_free_blocks,
             running=[r.request_id for r in sched.running],
             waiting=[r.request_id for r in sched.waiting],
+            num_cached_tokens=dict(out.num_cached_tokens),
+            prefix_cache_stats=(replace(kv.prefix_cache_stats) if kv.enable_caching else None),
         ))
         k += 1
     return steps
+
+
+def run_recorded_scenario(scenario: Mapping[str, Any]) -> list[TraceStep]:
+    """Replay one scenario of ``dev/vllm_reference.py``'s JSON files through ``run_trace``,
+    to compare with the steps vLLM recorded for it. Its ``scheduler``, ``cache`` and
+    ``requests`` entries are keyed by the field names of ``SchedulerConfig``,
+    ``CacheConfig`` and ``TraceRequest``, so a knob recorded under its name needs no code
+    here."""
+    return run_trace([TraceRequest(**r) for r in scenario["requests"]],
+                     SchedulerConfig(**scenario["scheduler"]), CacheConfig(**scenario["cache"]))
 
 
 def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | None = None) -> str:
@@ -132,4 +177,22 @@ def seed_trace_requests(num_decodes: int = 6, prompt_len: int = 40, decode_len: 
             for i in range(num_decodes)]
     reqs.append(TraceRequest("P", prompt_len=prompt_len, output_len=prompt_output_len,
                              arrival_step=prompt_arrival_step))
+    return reqs
+
+
+def with_shared_prefix(requests: Sequence[TraceRequest], prefix_len: int,
+                       target: str = "P", sharer: str = "S") -> list[TraceRequest]:
+    """``requests`` with explicit prompt ids for ``target`` and a request ``sharer``
+    (arrival step 0, one output token, placed just before the target) whose prompt is
+    the target's first ``prefix_len`` tokens: a system prompt whose full blocks are in
+    the prefix cache once computed (even if only in the target's arrival step)."""
+    reqs = list(requests)
+    idx = next((i for i, r in enumerate(reqs) if r.request_id == target), None)
+    if idx is None:
+        raise ValueError(f"target must name one of the requests, got {target!r}")
+    t = reqs[idx]
+    check_int("prefix_len", prefix_len, 1, t.prompt_len)
+    ids = t.prompt_token_ids or tuple(range(2, 2 + t.prompt_len))
+    reqs[idx] = TraceRequest(t.request_id, t.prompt_len, t.output_len, t.arrival_step, ids)
+    reqs.insert(idx, TraceRequest(sharer, prefix_len, 1, 0, ids[:prefix_len]))
     return reqs

@@ -47,6 +47,14 @@ hand with one full-attention group, as vLLM's own ``tests/v1/core/utils.py`` doe
 KV cache manager and block pool that run are vLLM's unmodified code; the only subclass override,
 ``_preempt_request``, records the order of preemptions and then calls vLLM's method.
 
+Prefix caching (``dev/scenarios_prefix.py``): a scenario's ``cache`` may carry
+``"enable_prefix_caching": true`` and its requests ``prompt_token_ids``; the run then gives each
+vLLM ``Request`` the block hasher vLLM's ``EngineCore`` would (sha256 by default) and each step
+also records ``cached`` (``[[request_id, num_computed_tokens]]`` for the requests admitted from
+waiting, new and resumed, read from the ``SchedulerOutput``: the prefix-cache hit) and
+``prefix_cache_stats`` (the ``(request_id, num_tokens, num_hits, preempted)`` vLLM passes to
+``record_prefix_cache_stats`` at each admission). Files without these keys are unchanged.
+
 Config mapping: our ``CacheConfig.num_blocks`` counts usable blocks, vLLM's ``BlockPool`` keeps
 block 0 as a "null" block, so vLLM gets ``num_blocks + 1`` (checked: its free count starts at
 ``num_blocks``). Prefix caching off, async scheduling off, no speculative decoding. The knobs of
@@ -87,16 +95,18 @@ MAX_STEPS = 10_000
 
 
 def _req(rid: str, prompt_len: int, output_len: int, arrival_step: int = 0,
-         priority: int = 0) -> dict[str, Any]:
-    req = {
+         priority: int = 0, prompt_token_ids: list[int] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "request_id": rid,
         "prompt_len": prompt_len,
         "output_len": output_len,
         "arrival_step": arrival_step,
     }
     if priority:  # only when set, so older scenario files regenerate byte for byte
-        req["priority"] = priority
-    return req
+        out["priority"] = priority
+    if prompt_token_ids is not None:  # only then in the JSON: older files stay as they are
+        out["prompt_token_ids"] = list(prompt_token_ids)
+    return out
 
 
 # vLLM 0.33.0 scheduler knobs a scenario may set (vLLM's names and defaults); a scenario
@@ -123,11 +133,15 @@ def _scenario(
     num_blocks: int = 1000,
     chunked: bool = True,
     threshold: int = 0,
+    prefix_caching: bool = False,
     **knobs: Any,
 ) -> dict[str, Any]:
     unknown = set(knobs) - set(KNOB_DEFAULTS)
     if unknown:
         raise ValueError(f"{name}: unknown knobs {sorted(unknown)}")
+    cache: dict[str, Any] = {"block_size": block_size, "num_blocks": num_blocks}
+    if prefix_caching:  # only then in the JSON: older files stay as they are
+        cache["enable_prefix_caching"] = True
     return {
         "name": name,
         "covers": covers,
@@ -139,7 +153,7 @@ def _scenario(
             "max_model_len": max_model_len,
             **knobs,
         },
-        "cache": {"block_size": block_size, "num_blocks": num_blocks},
+        "cache": cache,
         "requests": requests,
     }
 
@@ -364,15 +378,13 @@ def build_scenarios() -> list[dict[str, Any]]:
     return out
 
 
-def write_scenarios(path: Path) -> None:
-    scenarios = build_scenarios()
+def write_scenarios(path: Path, scenarios: list[dict[str, Any]] | None = None,
+                    about: str = "Scenarios for dev/vllm_reference.py; regenerate with "
+                    "`python3 dev/vllm_reference.py scenarios`.") -> None:
+    scenarios = build_scenarios() if scenarios is None else scenarios
     for sc in scenarios:
         validate_scenario(sc)
-    payload = {
-        "about": "Scenarios for dev/vllm_reference.py; regenerate with "
-        "`python3 dev/vllm_reference.py scenarios`.",
-        "scenarios": scenarios,
-    }
+    payload = {"about": about, "scenarios": scenarios}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"wrote {len(scenarios)} scenarios to {path}")
@@ -401,6 +413,11 @@ def validate_scenario(sc: dict[str, Any]) -> None:
             )
         if r["output_len"] < 1 or r["arrival_step"] < 0:
             raise ValueError(f"{sc['name']}/{r['request_id']}: bad output_len/arrival_step")
+        ids = r.get("prompt_token_ids")
+        if ids is not None and (len(ids) != r["prompt_len"]
+                                or not all(type(t) is int and 0 <= t < 256 for t in ids)):
+            raise ValueError(f"{sc['name']}/{r['request_id']}: prompt_token_ids must be "
+                             "prompt_len ints in [0, 256) (the tiny model's vocabulary)")
         # KV slots a request needs at its longest: every token but the last sampled one.
         need = -(-(min(r["prompt_len"] + r["output_len"], mml) - 1) // cache["block_size"])
         if need > cache["num_blocks"]:
@@ -480,7 +497,8 @@ class VllmRunner:
             async_scheduling=False,
             **knobs,
         )
-        cache_config = CacheConfig(block_size=cache["block_size"], enable_prefix_caching=False)
+        caching = cache.get("enable_prefix_caching", False)
+        cache_config = CacheConfig(block_size=cache["block_size"], enable_prefix_caching=caching)
         vllm_config = VllmConfig(
             model_config=self._model_config(mml),
             scheduler_config=scheduler_config,
@@ -525,6 +543,17 @@ class VllmRunner:
             log_stats=False,
         )
         sched.preempted_log = []
+        # vLLM's stats inputs, one entry per admission: (request id, num_tokens, hits,
+        # preempted), noted before vLLM's own method (a no-op without log_stats) runs.
+        sched.prefix_stats_log = []
+        record = sched.kv_cache_manager.record_prefix_cache_stats
+
+        def record_and_note(request, num_hits):  # noqa: ANN001, ANN202
+            sched.prefix_stats_log.append(
+                [request.request_id, request.num_tokens, num_hits, request.num_preemptions > 0])
+            return record(request, num_hits)
+
+        sched.kv_cache_manager.record_prefix_cache_stats = record_and_note
         # The settings must have survived VllmConfig's post-processing unchanged.
         got = sched.scheduler_config
         checks = {
@@ -541,7 +570,7 @@ class VllmRunner:
             "block_size": (sched.block_size, cache["block_size"]),
             "usable blocks": (sched.kv_cache_manager.block_pool.get_num_free_blocks(),
                               cache["num_blocks"]),
-            "prefix caching": (sched.kv_cache_manager.enable_caching, False),
+            "prefix caching": (sched.kv_cache_manager.enable_caching, caching),
             "async scheduling": (bool(got.async_scheduling), False),
             "reserve_full_isl": (sched.scheduler_reserve_full_isl,
                                  knobs["scheduler_reserve_full_isl"]),
@@ -565,11 +594,19 @@ class VllmRunner:
 
     def run(self, sc: dict[str, Any]) -> list[dict[str, Any]]:
         from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import get_hash_fn_by_name
+        from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
         from vllm.v1.core.sched.output import SchedulerOutput
         from vllm.v1.outputs import ModelRunnerOutput
         from vllm.v1.request import Request
 
         sched = self.make_scheduler(sc)
+        caching = sc["cache"].get("enable_prefix_caching", False)
+        block_hasher = None
+        if caching:  # as vLLM's EngineCore sets it up
+            hash_fn = get_hash_fn_by_name(sched.cache_config.prefix_caching_hash_algo)
+            init_none_hash(hash_fn)
+            block_hasher = get_request_block_hasher(sc["cache"]["block_size"], hash_fn)
         by_step: dict[int, list[dict[str, Any]]] = {}
         for r in sc["requests"]:
             by_step.setdefault(r["arrival_step"], []).append(r)
@@ -581,7 +618,8 @@ class VllmRunner:
 
         for k in range(MAX_STEPS):
             for r in by_step.get(k, []):
-                prompt = [(token + i) % 250 + 1 for i in range(r["prompt_len"])]
+                prompt = r.get("prompt_token_ids") or [
+                    (token + i) % 250 + 1 for i in range(r["prompt_len"])]
                 token += r["prompt_len"]
                 params = SamplingParams(
                     max_tokens=r["output_len"], ignore_eos=True, temperature=0.0
@@ -594,9 +632,11 @@ class VllmRunner:
                         pooling_params=None,
                         arrival_time=float(k),
                         priority=r.get("priority", 0),
+                        block_hasher=block_hasher,
                     )
                 )
             sched.preempted_log.clear()
+            sched.prefix_stats_log.clear()
             out: SchedulerOutput = sched.schedule()
             preempted = list(sched.preempted_log)
             if set(preempted) != set(out.preempted_req_ids):
@@ -623,14 +663,23 @@ class VllmRunner:
                 if o.finish_reason is not None
             ]
             finished_ids.update(finished)
-            steps.append(
-                {
-                    "num_scheduled_tokens": [[rid, n] for rid, n in scheduled],
-                    "preempted": preempted,
-                    "finished": finished,
-                    "kv_free": sched.kv_cache_manager.block_pool.get_num_free_blocks(),
-                }
-            )
+            step = {
+                "num_scheduled_tokens": [[rid, n] for rid, n in scheduled],
+                "preempted": preempted,
+                "finished": finished,
+                "kv_free": sched.kv_cache_manager.block_pool.get_num_free_blocks(),
+            }
+            if caching:
+                # Tokens each admitted request started from (its hit), from the
+                # SchedulerOutput vLLM hands the workers, and the stats inputs.
+                cached = {d.req_id: d.num_computed_tokens for d in out.scheduled_new_reqs}
+                cd = out.scheduled_cached_reqs
+                for i, rid in enumerate(cd.req_ids):
+                    if rid in cd.resumed_req_ids:
+                        cached[rid] = cd.num_computed_tokens[i]
+                step["cached"] = [[rid, cached[rid]] for rid, _ in scheduled if rid in cached]
+                step["prefix_cache_stats"] = [list(e) for e in sched.prefix_stats_log]
+            steps.append(step)
             if k >= last_arrival and finished_ids == all_ids:
                 if sched.get_num_unfinished_requests() != 0:
                     raise RuntimeError("vLLM still holds unfinished requests")

@@ -74,3 +74,20 @@ def test_knob_flags_change_the_schedule():
                  "--prefill-schedule-interval", "--max-num-active-seqs", "--watermark",
                  "--scheduler-reserve-full-isl"):
         assert flag in res.stdout
+
+
+def test_trace_shared_prefix():
+    # Worked by hand: S (P's first 32 tokens) shares the 10 tokens the decodes leave, so it
+    # runs 10, 10, 10, 2; P arrives at step 2 with no budget left; at step 3 S's last chunk
+    # fills its second 16-token block, which is cached at once, so P finds 32 tokens and
+    # computes its last 8 in the 8 tokens S leaves.
+    res = cli("trace", "--shared-prefix", "32", "--steps", "5")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["step", *[f"D{i}" for i in range(1, 7)], "S", "P", "used",
+                                "left"]
+    assert [ln.split()[7:9] for ln in lines[1:5]] == [["10", "-"], ["10", "-"], ["10", "-"],
+                                                      ["2", "8"]]
+    assert lines[-1] == "step 3: P admitted with 32 tokens from the prefix cache"
+    bad = cli("trace", "--shared-prefix", "41")
+    assert bad.returncode == 2 and "prefix_len must be an integer in [1, 40]" in bad.stderr

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers  # noqa: E402  (test-only dev dependency: missing must fail, not skip)
+from hf_models import hf_and_ours as make_hf_and_ours
 
-from chunkprefill import CacheConfig, LLMEngine, SamplingParams, SchedulerConfig, ToyTransformer
+from chunkprefill import CacheConfig, LLMEngine, SamplingParams, SchedulerConfig
 from chunkprefill.metrics import RequestMetrics, summarize
 
 MAX_TOKENS = 6
@@ -16,14 +16,7 @@ PROMPT_LENS = [1, 2, 7, 16, 17, 33, 64, 120, 200]
 
 @pytest.fixture(scope="module")
 def hf_and_ours():
-    cfg = transformers.LlamaConfig(
-        vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
-        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
-        rms_norm_eps=1e-5, rope_theta=5000.0, tie_word_embeddings=False,
-        attn_implementation="eager")
-    torch.manual_seed(1234)
-    hf = transformers.LlamaForCausalLM(cfg).eval()
-    return hf, ToyTransformer.from_hf(hf)
+    return make_hf_and_ours(seed=1234)
 
 
 @pytest.fixture(scope="module")

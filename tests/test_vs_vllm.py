@@ -16,34 +16,14 @@ from typing import Any
 
 import pytest
 
-from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest, run_trace
+from chunkprefill.trace import run_recorded_scenario
 
 TRACES_PATH = Path(__file__).parent / "data" / "vllm_traces.json"
 SCENARIOS: list[dict[str, Any]] = json.loads(TRACES_PATH.read_text())["scenarios"]
 
 
 def _run_ours(sc: dict[str, Any]) -> list[Any]:
-    sch, cache = sc["scheduler"], sc["cache"]
-    requests = [
-        TraceRequest(
-            r["request_id"],
-            prompt_len=r["prompt_len"],
-            output_len=r["output_len"],
-            arrival_step=r["arrival_step"],
-        )
-        for r in sc["requests"]
-    ]
-    return run_trace(
-        requests,
-        SchedulerConfig(
-            max_num_batched_tokens=sch["max_num_batched_tokens"],
-            max_num_seqs=sch["max_num_seqs"],
-            enable_chunked_prefill=sch["enable_chunked_prefill"],
-            long_prefill_token_threshold=sch["long_prefill_token_threshold"],
-            max_model_len=sch["max_model_len"],
-        ),
-        CacheConfig(block_size=cache["block_size"], num_blocks=cache["num_blocks"]),
-    )
+    return run_recorded_scenario(sc)
 
 
 def _ours_as_records(steps: list[Any]) -> list[dict[str, Any]]:
