@@ -91,6 +91,14 @@ class KVCacheManager:
         table.extend(new_blocks)
         return new_blocks
 
+    def append_blocks(self, request_ids: list[str]) -> None:
+        """Take one free block per entry, front of the free list first, and append it to
+        that request's table: for a driver that knows the order in which ``schedule()``
+        would have allocated them (the simulator's bulk decode steps)."""
+        for rid, block in zip(request_ids, self.block_pool.get_new_blocks(len(request_ids)),
+                              strict=True):
+            self.block_tables[rid].append(block)
+
     def free(self, request: Request) -> None:
         """Return all of a request's blocks (finish or preemption). Tail blocks first,
         as vLLM does, so a future prefix cache would evict the tail first."""

@@ -43,7 +43,8 @@ from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.engine import LLMEngine, RequestOutput, SamplingParams
 from chunkprefill.metrics import pooled_itl
 from chunkprefill.request import Request
-from chunkprefill.scheduler import SchedulerOutput
+from chunkprefill.scheduler import Scheduler, SchedulerOutput
+from chunkprefill.sim.fast_forward import DecodeRun, advance_decode_run
 from chunkprefill.workload import WorkloadRequest
 
 GB = 1e9  # datasheets count memory and bandwidth in powers of ten
@@ -530,24 +531,28 @@ class CostModelExecutor:
             duration *= math.exp(self.noise_sigma * self._rng.standard_normal())
         return sampled, duration
 
-    decode_token_id = FAKE_TOKEN_ID
-
-    def decode_run(self, context_lens: Sequence[int], steps_left: Sequence[int],
-                   max_steps: int, clock: float, stop_at: float) -> list[float]:
-        """Durations of up to ``max_steps`` plain decode steps (``LLMEngine.step_decode_run``),
-        stopping after the first that ends at or after ``stop_at``. Same numbers, noise draws
-        included, as ``execute`` one step at a time."""
+    def decode_run(self, scheduler: Scheduler, max_steps: int, clock: float,
+                   stop_at: float) -> tuple[DecodeRun, list[float]]:
+        """Up to ``max_steps`` plain decode steps at once (``LLMEngine.step_decode_run``),
+        stopping after the first that ends at or after ``stop_at``: the scheduler advanced
+        by ``fast_forward.advance_decode_run`` and the steps' durations, the same numbers,
+        noise draws included, as ``execute`` one step at a time."""
         durations: list[float] = []
-        self.last_new_req_ids = []
-        for d in self.cost_model.decode_step_times(context_lens, steps_left):
-            if self._rng is not None:
-                d *= math.exp(self.noise_sigma * self._rng.standard_normal())
-            durations.append(d)
-            clock += d
-            if clock >= stop_at or len(durations) == max_steps:
-                break
-        self.num_steps += len(durations)
-        return durations
+
+        def choose(k: int, context_lens: list[int], steps_left: list[int]) -> int:
+            self.last_new_req_ids = []
+            t = clock
+            for d in self.cost_model.decode_step_times(context_lens, steps_left):
+                if self._rng is not None:
+                    d *= math.exp(self.noise_sigma * self._rng.standard_normal())
+                durations.append(d)
+                t += d
+                if t >= stop_at or len(durations) == k:
+                    break
+            self.num_steps += len(durations)
+            return len(durations)  # up to the next arrival
+
+        return advance_decode_run(scheduler, max_steps, FAKE_TOKEN_ID, choose), durations
 
 
 # ----------------------------------------------------------------------------- simulation
