@@ -9,6 +9,11 @@ import numbers
 from dataclasses import dataclass
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division (numpy arrays too): blocks for a number of tokens, tiles for rows."""
+    return -(-a // b)
+
+
 def check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
     """Return ``value`` as an int, or raise a ``ValueError`` naming ``name`` and the allowed
     range unless it is an integer (numpy's too; not a bool) with ``lo <= value (<= hi)``.

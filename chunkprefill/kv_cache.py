@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from chunkprefill.config import CacheConfig
+from chunkprefill.config import CacheConfig, cdiv
 from chunkprefill.request import Request
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+__all__ = ["BlockPool", "KVCacheManager", "cdiv"]
 
 
 class BlockPool:
@@ -80,7 +78,7 @@ class KVCacheManager:
         table = self.block_tables.get(request.request_id)
         if table is None:
             table = self.block_tables[request.request_id] = []
-        need = -(-(request.num_computed_tokens + num_new_tokens) // self.block_size) - len(table)
+        need = cdiv(request.num_computed_tokens + num_new_tokens, self.block_size) - len(table)
         if need <= 0:  # the common decode case: the last block still has room
             return []
         if need > self.block_pool.num_free_blocks:

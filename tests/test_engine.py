@@ -119,6 +119,25 @@ def test_seeded_temperature_sampling_is_reproducible(hf_and_ours, prompts):
     assert run(3) != run(4)
 
 
+def test_samplers_are_freed_once_their_request_finished(hf_and_ours):
+    """A sampled request's generator lives until the executor hears it finished (the next
+    SchedulerOutput's finished_req_ids), not forever."""
+    _, ours = hf_and_ours
+    eng = LLMEngine(ours, SchedulerConfig(16, 4, max_model_len=256), CacheConfig(16, 64),
+                    attention_backend="torch")
+    for rid, n in (("A", 2), ("B", 4)):
+        eng.add_request([1, 2, 3], SamplingParams(max_tokens=n, temperature=1.0), rid)
+    gens = eng.executor._generators
+    held = []
+    for _ in range(4):  # both prefill in step 1; A finishes in step 2, B in step 4
+        eng.step()
+        held.append(sorted(gens))
+    assert held == [["A", "B"], ["A", "B"], ["B"], ["B"]]
+    eng.add_request([4, 5], SamplingParams(max_tokens=1, temperature=1.0), "C")
+    eng.step()  # reports B finished; C samples its only token
+    assert sorted(gens) == ["C"]
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda e: e.add_request([0, 97]), r"vocab_size=97"),
     (lambda e: e.add_request([-1]), r"vocab_size=97"),

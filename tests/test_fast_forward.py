@@ -302,3 +302,10 @@ def test_a_decode_run_reports_every_finished_request_exactly_once(num_steps):
     reported_step += b.schedule().finished_req_ids
     assert sorted(reported_fast) == sorted(reported_step) == (
         ["A", "B"] if num_steps >= 3 else ["A"])
+
+
+def test_stop_requests_refuses_a_request_that_is_not_done():
+    sched = _finish_a_then_decode()  # B has 2 of its 5 tokens
+    (b,) = [r for r in sched.running if r.request_id == "B"]
+    with pytest.raises(ValueError, match="'B' is not done: it has 2 of 5 tokens"):
+        sched.stop_requests([b])

@@ -42,13 +42,15 @@ from chunkprefill.sim.executor import (
     scheduler_config_for,
     simulate,
 )
+from chunkprefill.sim.fast_forward import DecodeRun, advance_decode_run, decode_run_length
 from chunkprefill.sim.presets import GB, TB, TFLOPS, HardwareSpec, ModelSpec
 
 __all__ = [
     "FAKE_TOKEN_ID", "GB", "MAX_MEDIAN_SCHEDULING_DELAY_S", "RELAXED_SLO_FACTOR",
-    "STRICT_SLO_FACTOR", "TB", "TFLOPS", "Batch", "Calibration", "CapacityResult", "CostModel",
-    "CostModelExecutor", "HardwareSpec", "ModelSpec", "SimResult", "UnitCosts",
-    "batch_from_output", "batches_from_step_log", "budget_from_profiling", "capacity_search",
-    "chunking_overhead", "compare_policies", "fit_cost_model", "run_workload",
-    "scheduler_config_for", "simulate", "sweep_budgets", "tbt_slo",
+    "STRICT_SLO_FACTOR", "TB", "TFLOPS", "Batch", "Calibration", "CapacityResult",
+    "CostModel", "CostModelExecutor", "DecodeRun", "HardwareSpec", "ModelSpec", "SimResult",
+    "UnitCosts", "advance_decode_run", "batch_from_output", "batches_from_step_log",
+    "budget_from_profiling", "capacity_search", "chunking_overhead", "compare_policies",
+    "decode_run_length", "fit_cost_model", "run_workload", "scheduler_config_for", "simulate",
+    "sweep_budgets", "tbt_slo",
 ]

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from chunkprefill.config import CacheConfig, check_float, check_int, check_positive
-from chunkprefill.kv_cache import cdiv
+from chunkprefill.config import CacheConfig, cdiv, check_float, check_int, check_positive
 from chunkprefill.scheduler import SchedulerOutput
 from chunkprefill.sim.presets import GB, TFLOPS, HardwareSpec, ModelSpec
 
