@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from chunkprefill.config import cdiv
+
 BACKENDS = ("torch", "triton")
 
 
@@ -304,7 +306,7 @@ def _torch_paged_attention(
         q_len, kv_len = starts[b + 1] - starts[b], seq_lens[b]
         if q_len == 1:
             continue
-        n_blk = -(-kv_len // block_size)
+        n_blk = cdiv(kv_len, block_size)
         blocks = block_table[b, :n_blk]  # (n_blk,)
         k = k_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
         v = v_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
@@ -344,7 +346,7 @@ def ref_paged_attention(
     for b, (q_len, kv_len) in enumerate(zip(query_lens, kv_lens, strict=True)):
         q = query[start : start + q_len].float()  # (q, Hq, D)
         start += q_len
-        n_blk = -(-kv_len // block_size)
+        n_blk = cdiv(kv_len, block_size)
         table = [int(x) for x in block_tables[b][:n_blk]]
         k = torch.cat([k_cache[blk] for blk in table])[:kv_len].float()  # (L, Hkv, D)
         v = torch.cat([v_cache[blk] for blk in table])[:kv_len].float()  # (L, Hkv, D)

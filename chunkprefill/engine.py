@@ -66,21 +66,18 @@ class Executor(Protocol):
 
 
 class DecodeRunExecutor(Executor, Protocol):
-    """An executor that can also predict many plain decode steps at once (the cost model
-    can; a real model cannot: it has to run every step). Every request samples
-    ``decode_token_id``. ``decode_run(context_lens, steps_left, max_steps, clock,
-    stop_at)`` returns the durations of up to ``max_steps`` decode steps of requests with
-    ``num_computed_tokens`` = ``context_lens`` before the first step, request i taking
-    part in the first ``steps_left[i]`` of them; it stops after the first step that ends
-    at or after ``stop_at`` (from ``clock``), since the step after it would admit
-    arrivals. Such an executor sees no ``SchedulerOutput`` for the steps of a run, so
-    ``finished_req_ids`` never names requests that stopped before a run's last step: it
-    must keep no per-request state (the cost model keeps none)."""
+    """An executor that can also run many plain decode steps at once (the cost model
+    can; a real model cannot: it has to run every step). ``decode_run(scheduler,
+    max_steps, clock, stop_at)`` advances ``scheduler`` by up to ``max_steps`` plain
+    decode steps, stopping after the first that ends at or after ``stop_at`` (from
+    ``clock``), since the step after it would admit arrivals; it returns what the steps
+    did (``sim.fast_forward.DecodeRun``: request ids, steps each, finished per step, free
+    blocks per step) and their durations. Nothing was done if the run has 0 steps. Such
+    an executor sees no ``SchedulerOutput`` for the steps of a run; the next one's
+    ``finished_req_ids`` names every request finished since the previous one."""
 
-    decode_token_id: int
-
-    def decode_run(self, context_lens: Sequence[int], steps_left: Sequence[int],
-                   max_steps: int, clock: float, stop_at: float) -> list[float]: ...
+    def decode_run(self, scheduler: Scheduler, max_steps: int, clock: float,
+                   stop_at: float) -> tuple[Any, list[float]]: ...
 
 
 class LLMEngine:
@@ -200,14 +197,7 @@ class LLMEngine:
         executor: DecodeRunExecutor = self.executor  # type: ignore[assignment]
         if self.clock >= stop_at:
             return None
-        durations: list[float] = []
-
-        def choose(k: int, context_lens: list[int], steps_left: list[int]) -> int:
-            durations.extend(executor.decode_run(context_lens, steps_left, k, self.clock,
-                                                 stop_at))
-            return len(durations)  # up to the next arrival
-
-        run = self.scheduler.advance_decode_run(max_steps, executor.decode_token_id, choose)
+        run, durations = executor.decode_run(self.scheduler, max_steps, self.clock, stop_at)
         if run.num_steps == 0:
             return None
         ids = run.request_ids

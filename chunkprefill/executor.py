@@ -18,12 +18,10 @@ from typing import Any
 
 import torch
 
-from chunkprefill.attention import build_attention_metadata, default_backend
+from chunkprefill.attention import BACKENDS, build_attention_metadata, default_backend
 from chunkprefill.config import CacheConfig
 from chunkprefill.request import Request
 from chunkprefill.scheduler import SchedulerOutput
-
-BACKENDS = ("torch", "triton")
 
 
 class ModelExecutor:
@@ -56,6 +54,8 @@ class ModelExecutor:
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput,
                 requests: dict[str, Request]) -> tuple[dict[str, int], float | None]:
+        for rid in out.finished_req_ids:  # their samplers are never needed again
+            self._generators.pop(rid, None)
         rids = list(out.num_scheduled_tokens)
         query_lens = [out.num_scheduled_tokens[r] for r in rids]
         starts = [out.num_computed_tokens[r] for r in rids]

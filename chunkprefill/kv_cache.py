@@ -19,14 +19,12 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chunkprefill.config import CacheConfig
+from chunkprefill.config import CacheConfig, cdiv
 from chunkprefill.request import Request
 
 BlockHash = bytes
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+__all__ = ["BlockPool", "KVCacheManager", "cdiv"]
 
 
 def hash_block_tokens(parent_hash: BlockHash | None, token_ids: Sequence[int]) -> BlockHash:
@@ -277,7 +275,7 @@ class KVCacheManager:
         # Hits are whole blocks, so they add as many tokens as table entries: the new
         # blocks needed are those of the tokens past them.
         total = request.num_computed_tokens + num_new_tokens
-        need = -(-total // self.block_size) - len(table)
+        need = cdiv(total, self.block_size) - len(table)
         if need <= 0 and not new_computed_blocks:  # a decode whose last block has room
             if self.enable_caching:
                 self._cache_full_blocks(request, table, min(total, request.num_tokens))
@@ -310,6 +308,14 @@ class KVCacheManager:
         for i in range(num_cached, num_full):
             self.block_pool.cache_block(table[i], hashes[i])
         self._num_cached_block[rid] = num_full
+
+    def append_blocks(self, request_ids: list[str]) -> None:
+        """Take one free block per entry, front of the free list first, and append it to
+        that request's table: for a driver that knows the order in which ``schedule()``
+        would have allocated them (the simulator's bulk decode steps)."""
+        for rid, block in zip(request_ids, self.block_pool.get_new_blocks(len(request_ids)),
+                              strict=True):
+            self.block_tables[rid].append(block)
 
     def free(self, request: Request) -> None:
         """Let go of all of a request's blocks (finish or preemption). Tail blocks first,

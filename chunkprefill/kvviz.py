@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
+from chunkprefill.config import cdiv
 from chunkprefill.scheduler import Scheduler, SchedulerOutput
 from chunkprefill.viz.style import figure_and_axes
 
@@ -369,9 +370,9 @@ def random_paged_batch(query_lens: Sequence[int], kv_lens: Sequence[int], num_q_
 
     dtype = dtype or torch.float32
     gen = torch.Generator().manual_seed(seed)
-    num_blocks = sum(-(-kv // block_size) for kv in kv_lens) + 1
+    num_blocks = sum(cdiv(kv, block_size) for kv in kv_lens) + 1
     order = torch.randperm(num_blocks, generator=gen).tolist()
-    tables = [[order.pop() for _ in range(-(-kv // block_size))] for kv in kv_lens]
+    tables = [[order.pop() for _ in range(cdiv(kv, block_size))] for kv in kv_lens]
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
     k_cache = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
     v_cache = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)

@@ -61,13 +61,6 @@ def pooled_itl(metrics: Iterable[RequestMetrics]) -> np.ndarray:
     return np.diff(times)[keep]
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """``np.percentile`` with a clear error for an empty sample."""
-    if len(values) == 0:
-        raise ValueError("percentile of an empty sample is undefined")
-    return float(np.percentile(np.asarray(values, dtype=float), q))
-
-
 def summarize(metrics: Iterable[RequestMetrics],
               percentiles: Sequence[float] = PERCENTILES) -> dict[str, dict[str, float]]:
     """``{"ttft"|"itl"|"tpot"|"e2el": {"mean", "p50", "p90", "p99", "max", "n"}}`` in seconds;

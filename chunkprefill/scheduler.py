@@ -9,10 +9,9 @@ Imports no torch: the same object drives the toy model and the cost-model simula
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.kv_cache import KVCacheManager
 from chunkprefill.request import Request, RequestStatus
 from chunkprefill.request_queue import create_request_queue
@@ -77,57 +76,6 @@ class _StepState:
             del self.start[request.request_id]
             self.requests.remove(request)
             self.token_budget += n
-
-
-@dataclass
-class DecodeRun:
-    """What ``Scheduler.advance_decode_run`` did: ``num_steps`` plain decode steps of
-    ``request_ids`` (the running requests, in order), each running ``num_steps_each[i]``
-    of them (fewer if it stopped); ``finished[k]``: the requests that stopped in step k
-    (0-based); the free KV blocks after each step."""
-
-    num_steps: int
-    request_ids: list[str]
-    num_steps_each: list[int]
-    finished: list[list[str]]
-    num_free_blocks: list[int]
-
-
-@dataclass
-class _DecodePlan:
-    """A run of plain decode steps, per running request (in order): its id,
-    ``num_computed_tokens``, the steps until it stops, and its block table (the list)."""
-
-    num_steps: int
-    request_ids: list[str]
-    context_lens: list[int]
-    steps_left: list[int]
-    block_tables: list[list[int]]
-
-    def num_new_blocks(self, num_steps: int, block_size: int) -> int:
-        """Blocks taken in ``num_steps`` steps: request i's KV then covers positions up
-        to ``context_lens[i] + min(steps_left[i], num_steps) - 1``."""
-        total = 0
-        for c, left, table in zip(self.context_lens, self.steps_left, self.block_tables,
-                                  strict=True):
-            need = (c + min(left, num_steps) - 1) // block_size + 1 - len(table)
-            if need > 0:
-                total += need
-        return total
-
-    def block_events(self, num_steps: int, block_size: int) -> list[tuple[int, int]]:
-        """(step k, request index i) for every block taken in ``num_steps`` steps, sorted:
-        the order schedule() takes them, step by step and within a step in running order.
-        Request i's block j (0-based) is taken in the step k whose position,
-        ``num_computed_tokens + k - 1``, is ``j * block_size``."""
-        events: list[tuple[int, int]] = []
-        for i, (c, left, table) in enumerate(zip(self.context_lens, self.steps_left,
-                                                 self.block_tables, strict=True)):
-            needed = (c + (left if left < num_steps else num_steps) - 1) // block_size + 1
-            if needed > len(table):
-                events.extend((j * block_size - c + 1, i) for j in range(len(table), needed))
-        events.sort()
-        return events
 
 
 def _priority_order(request: Request) -> tuple[int, float]:
@@ -426,116 +374,16 @@ class Scheduler:
         del self.requests[request.request_id]
         return True
 
-    # -- many decode steps at once (the simulator's fast path) ------------------------
-    def decode_run_length(self, max_steps: int, token_id: int) -> int:
-        """How many of the next steps (at most ``max_steps``) are certain to be *plain
-        decode steps*, given that every request samples ``token_id`` and nothing arrives:
-        each running request gets exactly 1 token per step, in the same order, until it
-        stops (``eos_token_id``, ``max_tokens`` or ``max_model_len``) and drops out; nobody
-        is admitted or preempted. 0 if the next step is not one. Why it is certain: with
-        the waiting queue empty and every running request owing 1 token, ``schedule()``
-        hands each of them 1 token (the budget holds one per request: SchedulerConfig
-        demands max_num_batched_tokens >= max_num_seqs), and a decode needs at most one
-        new KV block per ``block_size`` steps (checked: all of them fit the blocks free
-        now, so no allocation can fail)."""
-        plan = self._plan_decode_run(max_steps, token_id)
-        return 0 if plan is None else plan.num_steps
-
-    def _plan_decode_run(self, max_steps: int, token_id: int) -> _DecodePlan | None:
-        """The longest run of plain decode steps, at most ``max_steps``; None if there is
-        none. One pass over the running requests."""
-        running = self.running
-        if self.waiting or not running or max_steps < 1 or self.kv_cache_manager.enable_caching:
-            return None  # (prefix caching: decodes fill blocks that must be hashed)
-        if self.scheduler_config.prefill_schedule_interval > 1:
-            return None  # not modelled: the prefill cadence counts every step
-        if running[-1].num_owed_tokens != 1:  # the newest is the likeliest to be prefilling
-            return None
-        mml, tables = self.max_model_len, self.kv_cache_manager.block_tables
-        steps_left = []
-        for r in running:
-            if r.num_owed_tokens != 1 or not r.output_token_ids or r.is_prefill_chunk:
-                return None  # not a decode: (the last token of) a prompt, or resumed
-            left = r.max_tokens - len(r.output_token_ids)  # tokens until it stops
-            if mml - r.num_tokens < left:
-                left = mml - r.num_tokens
-            steps_left.append(1 if token_id == r.eos_token_id else left)
-        ids = [r.request_id for r in running]
-        plan = _DecodePlan(min(max_steps, max(steps_left)), ids,
-                           [r.num_computed_tokens for r in running], steps_left,
-                           [tables[rid] for rid in ids])
-        k = plan.num_steps
-        # KV: every block the run takes must be free now (blocks freed by requests that
-        # stop meanwhile are not counted: a shorter run, never a wrong one). The count is
-        # monotone in the step count, so bisect for the largest that fits.
-        free = self.kv_cache_manager.num_free_blocks
-        if plan.num_new_blocks(k, self.kv_cache_manager.block_size) > free:
-            lo, hi = 0, k  # lo fits, hi does not
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                fits = plan.num_new_blocks(mid, self.kv_cache_manager.block_size) <= free
-                lo, hi = (mid, hi) if fits else (lo, mid)
-            plan.num_steps = lo
-        return plan if plan.num_steps else None
-
-    def advance_decode_run(self, max_steps: int, token_id: int,
-                           choose: Callable[[int, list[int], list[int]], int] | None = None,
-                           ) -> DecodeRun:
-        """Apply the next plain decode steps at once (at most ``max_steps``; see
-        ``decode_run_length``): the same state (tokens, ``num_computed_tokens``, block
-        tables block for block, free-block order, finished requests) as that many rounds
-        of ``schedule()`` + ``update_from_output()`` with every request sampling
-        ``token_id``. ``choose(k, context_lens, steps_left)`` may take fewer than the k
-        possible steps (the simulator stops at the next arrival, which depends on step
-        times only its executor knows): it gets each running request's
-        ``num_computed_tokens`` and the steps until it stops, and returns 1..k.
-        A result with ``num_steps == 0``: the next step is not a plain decode step and
-        nothing was done. The simulator uses this to skip the per-step Python work of
-        decode-only stretches; a test runs workloads both ways and compares every step."""
-        check_int("max_steps", max_steps, 1)
-        plan = self._plan_decode_run(max_steps, token_id)
-        if plan is None:
-            return DecodeRun(0, [], [], [], [])
-        k, steps_left = plan.num_steps, plan.steps_left
-        num_steps = k if choose is None else choose(k, plan.context_lens, steps_left)
-        if not (isinstance(num_steps, int) and 1 <= num_steps <= k):
-            raise ValueError(f"choose must return a step count from 1 to {k}, got {num_steps!r}")
-        running, kv = self.running, self.kv_cache_manager
-        # 1. New blocks, in the order schedule() takes them; free_delta[k]: free blocks
-        #    gained (+) or taken (-) in step k.
-        events = plan.block_events(num_steps, kv.block_size)
-        free_delta = [0] * (num_steps + 1)
-        for (step, i), block in zip(events, kv.block_pool.get_new_blocks(len(events)),
-                                    strict=True):
-            plan.block_tables[i].append(block)
-            free_delta[step] -= 1
-        # 2. Each request runs min(steps_left, num_steps) steps; those that stop, stop in
-        #    step order and within a step in running order (update_from_output's order),
-        #    freeing their blocks to the back of the free list after every block taken
-        #    above (all of which came from the front).
-        tokens = [token_id] * num_steps
-        stops: list[tuple[int, int]] = []
-        num_steps_each = []
-        for i, r in enumerate(running):
-            steps = steps_left[i] if steps_left[i] < num_steps else num_steps
-            num_steps_each.append(steps)
-            r.num_computed_tokens += steps
-            r.output_token_ids.extend(tokens if steps == num_steps else tokens[:steps])
-            r.num_tokens += steps
-            if steps == steps_left[i]:
-                stops.append((steps, i))
-        finished: list[list[str]] = [[] for _ in range(num_steps)]
-        for step, i in sorted(stops):
-            r = running[i]
-            free_delta[step] += len(plan.block_tables[i])
-            stopped = self._check_stop(r, token_id)
-            assert stopped, "a request reached steps_left without stopping"
-            finished[step - 1].append(r.request_id)
-        if stops:
-            self.running = [r for r in running if not r.is_finished]
-        self._finished_since_schedule = finished[-1][:]  # reported by the next schedule()
-        free_after, free = [], kv.num_free_blocks - sum(free_delta)
-        for step in range(1, num_steps + 1):
-            free += free_delta[step]
-            free_after.append(free)
-        return DecodeRun(num_steps, plan.request_ids, num_steps_each, finished, free_after)
+    # -- for a driver that applies decode steps itself (sim.fast_forward) -------------
+    def stop_requests(self, requests: list[Request]) -> None:
+        """Finish ``requests``, in this order, whose last output token was appended outside
+        ``update_from_output`` (the simulator's bulk decode steps): each must be done by
+        ``_check_stop``'s rules. Their KV is freed and the next ``schedule()`` reports them
+        in ``finished_req_ids``, after any finished earlier."""
+        for request in requests:
+            if not self._check_stop(request, request.output_token_ids[-1]):
+                raise ValueError(f"request {request.request_id!r} is not done: it has "
+                                 f"{request.num_output_tokens} of {request.max_tokens} tokens")
+        if requests:
+            self.running = [r for r in self.running if not r.is_finished]
+            self._finished_since_schedule.extend(r.request_id for r in requests)

@@ -556,3 +556,28 @@ def figure_png(fig: Figure, dpi: int = 72) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
+
+
+def simulation_panel(cost_model: Any = None, num_requests: int = 200, seed: int = 0) -> Any:
+    """Sliders (token budget, QPS) over ``viz.sim.plot_simulation``: the same ShareGPT-like
+    requests at the chosen QPS, simulated chunked and prefill-first (notebook 08)."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    from chunkprefill.sim import CostModel, compare_policies, tbt_slo
+    from chunkprefill.viz.sim import plot_simulation
+    from chunkprefill.workload import sharegpt_like
+
+    cm = cost_model or CostModel.preset()
+
+    def show(budget: int, qps: float) -> None:
+        wl = sharegpt_like(num_requests, qps, seed=seed, max_model_len=cm.model.max_model_len)
+        display(plot_simulation(compare_policies(wl, cm, budget), cm, tbt_slo(cm),
+                                f"{num_requests} ShareGPT-like requests at {qps:g} QPS"))
+
+    return widgets.interactive(
+        show,
+        budget=widgets.SelectionSlider(options=[256, 512, 1024, 2048, 4096, 8192], value=2048,
+                                       description="budget"),
+        qps=widgets.FloatSlider(value=2.0, min=0.25, max=8.0, step=0.25, description="QPS"),
+    )

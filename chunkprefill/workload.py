@@ -25,25 +25,13 @@ Imports numpy only."""
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from chunkprefill.config import check_int, check_positive
+
 Z90 = 1.2815515655446004  # standard normal quantile at 0.9
-
-
-def _positive_number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
-            value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -61,12 +49,12 @@ class LengthDist:
 
     @classmethod
     def fixed(cls, n: int) -> LengthDist:
-        return cls("fixed", _positive_int("length", n))
+        return cls("fixed", check_int("length", n, 1))
 
     @classmethod
     def uniform(cls, lo: int, hi: int) -> LengthDist:
         """Integers uniform on [lo, hi], both included."""
-        lo, hi = _positive_int("lo", lo), _positive_int("hi", hi)
+        lo, hi = check_int("lo", lo, 1), check_int("hi", hi, 1)
         if hi < lo:
             raise ValueError(f"hi must be >= lo, got lo={lo}, hi={hi}")
         return cls("uniform", lo, hi)
@@ -75,15 +63,15 @@ class LengthDist:
     def lognormal(cls, median: float, p90: float | None = None,
                   sigma: float | None = None) -> LengthDist:
         """Lognormal with the given median and either its P90 or its log-space sigma."""
-        median = _positive_number("median", median)
+        median = check_positive("median", median)
         if (p90 is None) == (sigma is None):
             raise ValueError("give exactly one of p90 or sigma")
         if p90 is not None:
-            p90 = _positive_number("p90", p90)
+            p90 = check_positive("p90", p90)
             if p90 <= median:
                 raise ValueError(f"p90 must be > median ({median}), got {p90}")
             sigma = math.log(p90 / median) / Z90
-        sigma = _positive_number("sigma", sigma)
+        sigma = check_positive("sigma", sigma)
         return cls("lognormal", median, sigma)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -120,8 +108,8 @@ class WorkloadRequest:
 def poisson_arrivals(num_requests: int, qps: float, seed: int = 0) -> np.ndarray:
     """Arrival times (seconds, sorted, first one after one gap) of a Poisson process with
     rate ``qps``. The gaps come from the seed alone, divided by ``qps``."""
-    n = _positive_int("num_requests", num_requests)
-    qps = _positive_number("qps", qps)
+    n = check_int("num_requests", num_requests, 1)
+    qps = check_positive("qps", qps)
     gaps = np.random.default_rng([int(seed), 1]).exponential(1.0, size=n)
     return np.cumsum(gaps) / qps
 
@@ -132,15 +120,15 @@ def make_workload(num_requests: int, qps: float, prompt: LengthDist, output: Len
     """``num_requests`` requests with Poisson arrivals at ``qps`` and lengths drawn from
     ``prompt`` / ``output``, clipped to ``max_prompt_len`` / ``max_output_len``.
     Deterministic in ``seed``; the lengths do not depend on ``qps``."""
-    n = _positive_int("num_requests", num_requests)
+    n = check_int("num_requests", num_requests, 1)
     arrivals = poisson_arrivals(n, qps, seed)
     rng = np.random.default_rng([int(seed), 2])
     p = prompt.sample(rng, n)
     o = output.sample(rng, n)
     if max_prompt_len is not None:
-        p = np.minimum(p, _positive_int("max_prompt_len", max_prompt_len))
+        p = np.minimum(p, check_int("max_prompt_len", max_prompt_len, 1))
     if max_output_len is not None:
-        o = np.minimum(o, _positive_int("max_output_len", max_output_len))
+        o = np.minimum(o, check_int("max_output_len", max_output_len, 1))
     return [WorkloadRequest(f"r{i}", float(t), int(a), int(b))
             for i, (t, a, b) in enumerate(zip(arrivals, p, o, strict=True))]
 
@@ -163,7 +151,7 @@ def arxiv_like(num_requests: int, qps: float, seed: int = 0,
 
 def _fit(reqs: list[WorkloadRequest], max_model_len: int) -> list[WorkloadRequest]:
     """Clip outputs to half the context, then prompts to what is left (minus one)."""
-    max_model_len = _positive_int("max_model_len", max_model_len)
+    max_model_len = check_int("max_model_len", max_model_len, 1)
     if max_model_len < 4:
         raise ValueError(f"max_model_len must be >= 4, got {max_model_len}")
     out = []
@@ -176,6 +164,6 @@ def _fit(reqs: list[WorkloadRequest], max_model_len: int) -> list[WorkloadReques
 
 def rescale_arrivals(reqs: list[WorkloadRequest], factor: float) -> list[WorkloadRequest]:
     """The same requests with every arrival time multiplied by ``factor`` (> 0)."""
-    factor = _positive_number("factor", factor)
+    factor = check_positive("factor", factor)
     return [WorkloadRequest(r.request_id, r.arrival_time * factor, r.prompt_len, r.output_len)
             for r in reqs]

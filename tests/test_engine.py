@@ -3,6 +3,8 @@ with the same weights, whatever the chunking, block size or preemptions."""
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 import torch
 from hf_models import hf_and_ours as make_hf_and_ours
@@ -125,6 +127,33 @@ def test_seeded_temperature_sampling_is_reproducible(hf_and_ours, prompts):
 
     assert run(3) == run(3)
     assert run(3) != run(4)
+    # Each request's first token by hand: softmax of the reference forward pass's last
+    # logits at temperature 1, drawn with the documented seed (seed * 1_000_003 + the CRC32
+    # of the request id; generate() numbers requests "0", "1", ...).
+    with torch.inference_mode():
+        for i, p in enumerate(prompts[:3]):
+            gen = torch.Generator().manual_seed(3 * 1_000_003 + zlib.crc32(str(i).encode()))
+            probs = torch.softmax(ours.forward_reference(p)[-1].float(), dim=-1)
+            assert run(3)[i][0] == int(torch.multinomial(probs, 1, generator=gen))
+
+
+def test_samplers_are_freed_once_their_request_finished(hf_and_ours):
+    """A sampled request's generator lives until the executor hears it finished (the next
+    SchedulerOutput's finished_req_ids), not forever."""
+    _, ours = hf_and_ours
+    eng = LLMEngine(ours, SchedulerConfig(16, 4, max_model_len=256), CacheConfig(16, 64),
+                    attention_backend="torch")
+    for rid, n in (("A", 2), ("B", 4)):
+        eng.add_request([1, 2, 3], SamplingParams(max_tokens=n, temperature=1.0), rid)
+    gens = eng.executor._generators
+    held = []
+    for _ in range(4):  # both prefill in step 1; A finishes in step 2, B in step 4
+        eng.step()
+        held.append(sorted(gens))
+    assert held == [["A", "B"], ["A", "B"], ["B"], ["B"]]
+    eng.add_request([4, 5], SamplingParams(max_tokens=1, temperature=1.0), "C")
+    eng.step()  # reports B finished; C samples its only token
+    assert sorted(gens) == ["C"]
 
 
 @pytest.mark.parametrize("make, match", [

@@ -1,4 +1,4 @@
-"""The simulator's fast path (``Scheduler.advance_decode_run`` / ``LLMEngine.step_decode_run``)
+"""The simulator's fast path (``sim.fast_forward`` / ``LLMEngine.step_decode_run``)
 must be invisible: every workload run with it and without it (one ``schedule()`` +
 ``update_from_output()`` per step) gives the same step log, bit for bit, the same token
 times, outputs and final KV state."""
@@ -24,6 +24,7 @@ from chunkprefill.sim import (
     scheduler_config_for,
     simulate,
 )
+from chunkprefill.sim.fast_forward import advance_decode_run, decode_run_length
 from chunkprefill.workload import WorkloadRequest, sharegpt_like
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 4
@@ -146,7 +147,7 @@ def _state(sched: Scheduler) -> tuple:
     kv = sched.kv_cache_manager
     return (list(kv.block_pool._free), {k: list(v) for k, v in kv.block_tables.items()},
             [(r.request_id, r.num_computed_tokens, r.num_tokens, r.status)
-             for r in sched.running], sched._finished_since_schedule)
+             for r in sched.running])
 
 
 @pytest.mark.parametrize("num_steps", [1, 3, 4, 5, 16, 29])
@@ -154,8 +155,8 @@ def test_advance_decode_run_equals_stepping(num_steps):
     """Requests stop inside the run (max_tokens 9, 30, 4 after one sampled token each):
     same tokens, block tables block for block, free-list order and finished steps."""
     a, b = _decoding_scheduler(), _decoding_scheduler()
-    assert a.decode_run_length(1000, FAKE_TOKEN_ID) == 29  # until the last one stops
-    run = a.advance_decode_run(1000, FAKE_TOKEN_ID, lambda k, c, left: num_steps)
+    assert decode_run_length(a, 1000, FAKE_TOKEN_ID) == 29  # until the last one stops
+    run = advance_decode_run(a, 1000, FAKE_TOKEN_ID, lambda k, c, left: num_steps)
     assert run.finished == _step(b, num_steps)
     assert _state(a) == _state(b)
     assert run.num_free_blocks[-1] == b.kv_cache_manager.num_free_blocks
@@ -166,25 +167,25 @@ def test_decode_run_stops_before_the_kv_cache_runs_out():
     (that step preempts; the normal path must handle it)."""
     a = _decoding_scheduler(num_blocks=16, max_tokens=(40, 40, 40))
     b = _decoding_scheduler(num_blocks=16, max_tokens=(40, 40, 40))
-    k = a.decode_run_length(1000, FAKE_TOKEN_ID)
+    k = decode_run_length(a, 1000, FAKE_TOKEN_ID)
     assert 1 <= k < 40
-    a.advance_decode_run(k, FAKE_TOKEN_ID)
+    advance_decode_run(a, k, FAKE_TOKEN_ID)
     _step(b, k)
     assert _state(a) == _state(b)
-    assert a.decode_run_length(1000, FAKE_TOKEN_ID) == 0
+    assert decode_run_length(a, 1000, FAKE_TOKEN_ID) == 0
     assert b.schedule().preempted_req_ids  # the next step does preempt
 
 
 def test_no_decode_run_while_anything_waits_or_prefills():
     sched = _decoding_scheduler()
     sched.add_request(Request("late", [0] * 10, max_tokens=3))
-    assert sched.decode_run_length(100, FAKE_TOKEN_ID) == 0
-    run = sched.advance_decode_run(100, FAKE_TOKEN_ID)
+    assert decode_run_length(sched, 100, FAKE_TOKEN_ID) == 0
+    run = advance_decode_run(sched, 100, FAKE_TOKEN_ID)
     assert run.num_steps == 0 and run.request_ids == []
     fresh = Scheduler(SchedulerConfig(max_num_batched_tokens=4, max_num_seqs=4), CacheConfig())
     fresh.add_request(Request("a", [0] * 10, max_tokens=3))
     fresh.update_from_output(fresh.schedule(), {})  # 4 of 10 prompt tokens done
-    assert fresh.decode_run_length(100, FAKE_TOKEN_ID) == 0
+    assert decode_run_length(fresh, 100, FAKE_TOKEN_ID) == 0
 
 
 def test_eos_on_the_next_token_ends_the_run_after_one_step():
@@ -193,7 +194,7 @@ def test_eos_on_the_next_token_ends_the_run_after_one_step():
     sched.add_request(Request("b", [0] * 5, max_tokens=50, eos_token_id=FAKE_TOKEN_ID))
     out = sched.schedule()
     sched.update_from_output(out, {"a": 2, "b": 2})  # first tokens, not eos
-    run = sched.advance_decode_run(100, FAKE_TOKEN_ID)
+    run = advance_decode_run(sched, 100, FAKE_TOKEN_ID)
     assert run.num_steps == 49 and run.finished[0] == ["b"] and run.finished[-1] == ["a"]
     assert run.num_steps_each == [49, 1]
 
@@ -202,12 +203,12 @@ def test_eos_on_the_next_token_ends_the_run_after_one_step():
 def test_choose_must_return_a_valid_step_count(bad):
     sched = _decoding_scheduler(max_tokens=(4, 4, 4))
     with pytest.raises(ValueError, match="choose must return a step count from 1 to 3"):
-        sched.advance_decode_run(100, FAKE_TOKEN_ID, lambda k, c, left: bad)
+        advance_decode_run(sched, 100, FAKE_TOKEN_ID, lambda k, c, left: bad)
 
 
 def test_max_steps_must_be_positive():
     with pytest.raises(ValueError, match="max_steps"):
-        _decoding_scheduler().advance_decode_run(0, FAKE_TOKEN_ID)
+        advance_decode_run(_decoding_scheduler(), 0, FAKE_TOKEN_ID)
 
 
 # ----------------------------------------------------------------------------- edges a review found
@@ -274,3 +275,43 @@ def test_simulate_is_the_same_with_and_without_the_fast_path(n, qps, seed, budge
     fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))
     assert fast.step_log == slow.step_log
     assert list(fast.scheduling_delays) == list(slow.scheduling_delays)
+
+
+def _finish_a_then_decode() -> Scheduler:
+    """A (max_tokens 2) finishes in the second update_from_output; B (max_tokens 5)
+    and C (max_tokens 40) keep decoding."""
+    sched = Scheduler(SchedulerConfig(), CacheConfig())
+    for rid, m in (("A", 2), ("B", 5), ("C", 40)):
+        sched.add_request(Request(rid, [0] * 5, max_tokens=m))
+    for _ in range(2):
+        out = sched.schedule()
+        finished = sched.update_from_output(out, dict.fromkeys(out.num_scheduled_tokens, 2))
+    assert finished == ["A"]
+    return sched
+
+
+@pytest.mark.parametrize("num_steps", [1, 3, 6])
+def test_a_decode_run_reports_every_finished_request_exactly_once(num_steps):
+    """The executor must hear of every finished request once, in some SchedulerOutput's
+    ``finished_req_ids`` (an executor with per-request state frees it then): stepping
+    reports A in the run's first step and B in the step after B stops; a run makes no
+    SchedulerOutput of its own, so the next one must report both."""
+    a, b = _finish_a_then_decode(), _finish_a_then_decode()
+    run = advance_decode_run(a, num_steps, FAKE_TOKEN_ID)
+    assert run.num_steps == num_steps
+    reported_fast = a.schedule().finished_req_ids
+    reported_step = []
+    for _ in range(num_steps):
+        out = b.schedule()
+        reported_step += out.finished_req_ids
+        b.update_from_output(out, dict.fromkeys(out.num_scheduled_tokens, FAKE_TOKEN_ID))
+    reported_step += b.schedule().finished_req_ids
+    assert sorted(reported_fast) == sorted(reported_step) == (
+        ["A", "B"] if num_steps >= 3 else ["A"])
+
+
+def test_stop_requests_refuses_a_request_that_is_not_done():
+    sched = _finish_a_then_decode()  # B has 2 of its 5 tokens
+    (b,) = [r for r in sched.running if r.request_id == "B"]
+    with pytest.raises(ValueError, match="'B' is not done: it has 2 of 5 tokens"):
+        sched.stop_requests([b])

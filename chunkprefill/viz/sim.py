@@ -1,0 +1,150 @@
+"""Pictures of simulated runs (notebook 08): the cost model's step time, budget sweeps,
+chunking overhead, step-time timelines and capacity. Inputs are the simulator's results
+(``sim.SimResult``, sweep rows, capacities) or a ``sim.CostModel``; every title says
+SIMULATED. Not re-exported by ``chunkprefill.viz``: three names match the measured plots of
+``viz.latency``, so import this module (``from chunkprefill.viz import sim as sim_plots``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from chunkprefill.sim import CostModel, SimResult, chunking_overhead
+from chunkprefill.viz.style import figure_and_axes
+
+
+def plot_step_time_vs_tokens(cost_model: CostModel, max_tokens: int = 8192,
+                             context_len: int = 0, ax: Axes | None = None) -> Figure:
+    """Predicted step time of one prefill chunk of T tokens, split into its components:
+    flat while weight reads dominate (memory bound), then linear in T (compute bound)."""
+    fig, ax = figure_and_axes(ax, (6.4, 3.6))
+    ts = np.unique(np.geomspace(1, max_tokens, 64).astype(int))
+    parts = [cost_model.step_breakdown([(int(t), context_len)]) for t in ts]
+    for key in ("linear", "attention", "overhead", "communication"):
+        vals = np.array([p[key] for p in parts]) * 1e3
+        if vals.any():
+            ax.plot(ts, vals, label=key, lw=1)
+    ax.plot(ts, np.array([p["total"] for p in parts]) * 1e3, "k", lw=2, label="total")
+    m, hw = cost_model.model, cost_model.hardware
+    ridge = (hw.ridge_point * cost_model.linear_efficiency / cost_model.bandwidth_efficiency
+             * m.bytes_per_param / 2)
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.text(ridge, ax.get_ylim()[1] * 0.9, f" ~{ridge:.0f} tokens:\n compute bound", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens in the step")
+    ax.set_ylabel("predicted step time (ms)")
+    ax.set_title(f"SIMULATED: {m.name} on {hw.name}, context {context_len}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _two_axes(axes: Sequence[Axes] | None, figsize: tuple[float, float],
+              **kw: Any) -> tuple[Figure, Sequence[Axes]]:
+    """Draw on the caller's two axes if given, else on a fresh pyplot-free Figure."""
+    if axes is not None:
+        return axes[0].figure, axes  # type: ignore[return-value]
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.subplots(1, 2, **kw)
+
+
+def plot_budget_sweep(rows: Sequence[Mapping[str, Any]], slo_s: float | None = None,
+                      axes: Sequence[Axes] | None = None) -> Figure:
+    """P99 TBT and median TTFT vs token budget (chunked), prefill-first as a line
+    (``sim.sweep_budgets`` rows)."""
+    fig, axes = _two_axes(axes, (10, 3.6))
+    ch = [r for r in rows if r["policy"] == "chunked"]
+    pf = [r for r in rows if r["policy"] == "prefill_first"]
+    for ax, key, label in ((axes[0], "p99_tbt_s", "P99 TBT (ms)"),
+                           (axes[1], "median_ttft_s", "median TTFT (ms)")):
+        ax.plot([r["budget"] for r in ch], [r[key] * 1e3 for r in ch], "o-", label="chunked")
+        for r in pf:
+            ax.axhline(r[key] * 1e3, color="C3", ls="--", label="prefill-first")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("token budget (max_num_batched_tokens)")
+        ax.set_ylabel(label)
+        ax.set_title(f"SIMULATED {label}")
+    if slo_s is not None:
+        axes[0].axhline(slo_s * 1e3, color="k", ls=":", label="strict SLO")
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+def plot_chunking_overhead(cost_model: CostModel, prompt_len: int = 8192,
+                           chunk_sizes: Sequence[int] = (64, 128, 256, 512, 1024, 2048, 4096,
+                                                         8192),
+                           ax: Axes | None = None) -> Figure:
+    """Prefill time of one long prompt in chunks / in one piece (predicted)."""
+    fig, ax = figure_and_axes(ax, (6.4, 3.6))
+    sizes = [s for s in chunk_sizes if s <= prompt_len]
+    ratio = chunking_overhead(cost_model, prompt_len, sizes)
+    ax.plot(sizes, ratio, "o-")
+    ax.axhline(1.0, color="grey", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("chunk size (tokens)")
+    ax.set_ylabel("prefill time / unchunked")
+    ax.set_title(f"SIMULATED chunking overhead: {prompt_len}-token prompt, "
+                 f"{cost_model.model.name} on {cost_model.hardware.name}", fontsize=9)
+    return fig
+
+
+def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = None,
+                      ax: Axes | None = None) -> Figure:
+    """Each step's duration over (simulated) time, one line per policy: prefill-first's
+    spikes are generation stalls every running request sees as one long gap."""
+    fig, ax = figure_and_axes(ax, (10, 3.4))
+    for i, (label, r) in enumerate(results.items()):
+        log = [s for s in r.step_log if s.num_scheduled_tokens]
+        ax.plot([s.start_s for s in log], [s.duration_s * 1e3 for s in log], lw=0.8,
+                color=f"C{i}", label=f"{label}: P99 TBT {r.p99_tbt * 1e3:.0f} ms")
+    if slo_s is not None:
+        ax.axhline(slo_s * 1e3, color="k", ls=":", label="SLO")
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title("SIMULATED step times")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_capacity(capacities: Mapping[str, Mapping[str, float]],
+                  ax: Axes | None = None) -> Figure:
+    """Bar chart: capacity (QPS) per policy, for each SLO. ``capacities[slo][policy]``."""
+    fig, ax = figure_and_axes(ax, (6.4, 3.6))
+    slos = list(capacities)
+    policies = list(next(iter(capacities.values())))
+    width = 0.8 / len(policies)
+    for j, pol in enumerate(policies):
+        xs = np.arange(len(slos)) + j * width
+        bars = ax.bar(xs, [capacities[s][pol] for s in slos], width, label=pol)
+        ax.bar_label(bars, fmt="%.2f", fontsize=8)
+    ax.set_xticks(np.arange(len(slos)) + width * (len(policies) - 1) / 2, slos)
+    ax.set_ylabel("capacity (QPS)")
+    ax.set_title("SIMULATED capacity under a P99 TBT SLO")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo_s: float,
+                    title: str = "", axes: Sequence[Axes] | None = None) -> Figure:
+    """The slider view (``sim.compare_policies`` results): step times over time, and each
+    policy's ITL CDF against the SLO."""
+    fig, axes = _two_axes(axes, (11, 3.4), gridspec_kw={"width_ratios": [2, 1]})
+    plot_tbt_timeline(results, slo_s, ax=axes[0])
+    for i, (label, r) in enumerate(results.items()):
+        itl = np.sort(r.itls) * 1e3
+        axes[1].plot(itl, np.linspace(0, 1, len(itl)), color=f"C{i}",
+                     label=f"{label}\nmedian TTFT {r.median_ttft:.2f} s")
+    axes[1].axhline(0.99, color="grey", lw=0.8)
+    axes[1].axvline(slo_s * 1e3, color="k", ls=":")
+    axes[1].set_xscale("log")
+    axes[1].set_xlabel("ITL / TBT (ms)")
+    axes[1].set_ylabel("CDF")
+    axes[1].legend(fontsize=7)
+    axes[0].set_title(f"SIMULATED {cost_model.model.name} on {cost_model.hardware.name}"
+                      + (f", {title}" if title else ""), fontsize=9)
+    return fig
