@@ -1,16 +1,10 @@
-"""Checkers for the notebooks' exercises: each takes the reader's answer and says whether it
-is right, with a hint when it is not. The right answer is computed by running the real
+"""Notebook 09's exercises (prefix caching). The right answers come from running the real
 scheduler (``prefixviz.shared_prompt_run``), never typed in here."""
 
 from __future__ import annotations
 
+from chunkprefill.exercises.common import verdict as _verdict
 from chunkprefill.prefixviz import shared_prompt_run
-
-
-def _verdict(answer: object, expected: object, hint: str) -> str:
-    if answer == expected:
-        return f"Right: {expected!r}."
-    return f"Not yet ({answer!r}). Hint: {hint}"
 
 
 def check_09_hit(answer: int) -> str:
