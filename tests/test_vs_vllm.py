@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from chunkprefill.trace import run_recorded_scenario
+from chunkprefill.vllm_evidence import as_records as _ours_as_records
 
 TRACES_PATH = Path(__file__).parent / "data" / "vllm_traces.json"
 SCENARIOS: list[dict[str, Any]] = json.loads(TRACES_PATH.read_text())["scenarios"]
@@ -24,17 +25,6 @@ SCENARIOS: list[dict[str, Any]] = json.loads(TRACES_PATH.read_text())["scenarios
 
 def _run_ours(sc: dict[str, Any]) -> list[Any]:
     return run_recorded_scenario(sc)
-
-
-def _ours_as_records(steps: list[Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "num_scheduled_tokens": [[rid, n] for rid, n in s.num_scheduled_tokens.items()],
-            "preempted": list(s.preempted),
-            "finished": list(s.finished),
-        }
-        for s in steps
-    ]
 
 
 def _fmt(rec: dict[str, Any] | None) -> str:

@@ -1,0 +1,73 @@
+"""Notebooks 02-05: each exercise's reference answer (worked by hand in the comments, the
+same as in the notebooks' collapsed answers) passes its checker; a wrong one gets a hint."""
+
+from __future__ import annotations
+
+import pytest
+
+from chunkprefill.exercises import nb02, nb03, nb04, nb05
+from chunkprefill.trace import run_trace
+from chunkprefill.vllm_evidence import vllm_and_ours
+
+CASES = [
+    # budget 24 - 6 decodes = 18 a step: 18 + 18 + 4 = 40 -> 3 steps
+    (nb02.check_02_budget24, 3, 4),
+    # 10 left after the decodes, capped at 6: six chunks of 6, then 4
+    (nb02.check_02_threshold, [6, 6, 6, 6, 6, 6, 4], [10, 10, 10, 10]),
+    # P arrives at step 2; 40 + 6 decodes = 46 <= 64
+    (nb02.check_02_no_chunking, (2, 46), (2, 40)),
+    # prefill first: a step that admits a prompt runs no decodes
+    (nb02.check_02_prefill_first, 0, 6),
+    # the six decodes (output_len 20) hold the six seats for steps 0..19
+    (nb03.check_03_max_num_seqs, 20, 2),
+    # the cache runs out at step 9 (12 blocks, three requests at 12 tokens each need 3 more
+    # blocks); the broken scheduler pops A, the first, which is the request being scheduled
+    (nb03.check_03_bug, (9, "A"), (9, "C")),
+    # A: 5 tokens -> blocks 0, 1; B: 9 -> 2, 3, 4; A grows to 9 -> block 5; p=8 -> 5*4 + 0
+    (nb04.check_04_slot, 20, 8),
+    # computed 7, 14, 21, 28, 35, 42, 45 -> ceil(/4) = 2, 4, 6, 7, 9, 11, 12 blocks
+    (nb04.check_04_new_blocks, [2, 2, 2, 1, 2, 2, 1], [2] * 7),
+    # 7 + 14 + ... + 42 + 45 = 147 + 45 = 192; one chunk reads 45
+    (nb04.check_04_kv_read, (192, 45), (45, 45)),
+    (nb05.check_05_query_start_loc, [0, 1, 2, 3, 12], [1, 1, 1, 9]),
+    # 4+1, 7+1, 15+1, 16+9
+    (nb05.check_05_seq_lens, [5, 8, 16, 25], [1, 1, 1, 9]),
+]
+
+
+@pytest.mark.parametrize(("check", "right", "wrong"), CASES,
+                         ids=[c[0].__name__ for c in CASES])
+def test_reference_answer(check, right, wrong):
+    assert check(right).startswith("Right")
+    assert check(wrong).startswith("Not yet") and "Hint:" in check(wrong)
+    assert check(None).startswith("Not yet")  # the notebooks' placeholder
+
+
+def test_03_three_knobs():
+    # Chunking on: P gets min(owed, threshold, budget - 6): budget 16 -> 10 a step (4 chunks),
+    # threshold 8 -> 8 (5 chunks); budget 64 -> 40 at once, or 8 with the threshold. Chunking
+    # off: budget 16 < max_model_len 64 is refused; budget 64 runs P whole, but the threshold
+    # still cuts it to 8 a step (vLLM's recorded no_chunking_with_threshold does the same).
+    hand = {(True, 16, 0): 4, (True, 16, 8): 5, (True, 64, 0): 1, (True, 64, 8): 5,
+            (False, 16, 0): 0, (False, 16, 8): 0, (False, 64, 0): 1, (False, 64, 8): 5}
+    assert nb03.check_03_three_knobs(hand).startswith("Right")
+    assert nb03.check_03_three_knobs({**hand, (False, 64, 8): 1}).startswith("Not yet")
+
+
+def test_03_buggy_scheduler_differs_only_in_the_victim():
+    # The planted bug is the victim alone: both schedules agree until the first preemption.
+    real = run_trace(nb03.BUG_REQUESTS, nb03.BUG_CONFIG, nb03.BUG_CACHE)
+    bad = nb03.run_buggy(nb03.BUG_REQUESTS, nb03.BUG_CONFIG, nb03.BUG_CACHE)
+    assert [s.num_scheduled_tokens for s in real[:9]] == [s.num_scheduled_tokens for s in bad[:9]]
+    assert real[9].preempted == ["C"] and bad[9].preempted == ["A"]
+    # and the real one is vLLM's: the recorded preempt_last_recompute is this very workload
+    vllm, ours = vllm_and_ours("preempt_last_recompute")
+    assert vllm == ours and vllm[9]["preempted"] == ["C"]
+
+
+def test_05_timing_checks_structure():
+    check = nb05.check_05_timing
+    assert check({"reference": [2e-3] * 5, "torch": [1e-3] * 5}).startswith("Right")
+    assert check({"reference": [2e-3] * 2, "torch": [1e-3] * 5}).startswith("Not yet")
+    assert check({"torch": [1e-3] * 5}).startswith("Not yet")
+    assert check({"reference": [-1.0] * 5, "torch": [1e-3] * 5}).startswith("Not yet")
