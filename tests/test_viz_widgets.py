@@ -371,3 +371,12 @@ def test_trace_panel_builds_and_rerenders():
     by_name["chunked prefill"].value = True
     assert "[10, 10, 10, 10]" in text.value and image.value[:4] == b"\x89PNG"
     assert image.layout.display is None
+
+
+def test_engine_loop_figure_names_the_package_calls():
+    from chunkprefill.viz.loop import plot_engine_loop
+
+    fig = plot_engine_loop()
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {"Scheduler.schedule()", "Scheduler.update_from_output()"} <= texts
+    assert len(fig.axes[0].patches) == 6  # three boxes, three arrows
