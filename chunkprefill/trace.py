@@ -196,3 +196,40 @@ def with_shared_prefix(requests: Sequence[TraceRequest], prefix_len: int,
     reqs[idx] = TraceRequest(t.request_id, t.prompt_len, t.output_len, t.arrival_step, ids)
     reqs.insert(idx, TraceRequest(sharer, prefix_len, 1, 0, ids[:prefix_len]))
     return reqs
+
+
+def prompt_chunks(steps: Sequence[TraceStep], request_id: str, prompt_len: int) -> list[int]:
+    """The sizes of the chunks that computed ``request_id``'s prompt, in step order (a
+    request alone with budget to spare has one chunk: its whole prompt)."""
+    chunks, done = [], 0
+    for s in steps:
+        n = s.num_scheduled_tokens.get(request_id, 0)
+        if n and done < prompt_len:
+            chunks.append(min(n, prompt_len - done))
+            done += n
+    return chunks
+
+
+def knob_grid(requests: Sequence[TraceRequest], request_id: str,
+              budgets: Sequence[int], thresholds: Sequence[int], max_model_len: int,
+              cache_config: CacheConfig, max_num_seqs: int = 16,
+              ) -> dict[tuple[bool, int, int], list[int] | str]:
+    """The three settings that act together on one long prompt: for every
+    ``(enable_chunked_prefill, max_num_batched_tokens, long_prefill_token_threshold)``, the
+    chunks ``request_id``'s prompt is computed in, or the config's refusal (its
+    ``ValueError`` text) where the combination could never run."""
+    prompt_len = next(r.prompt_len for r in requests if r.request_id == request_id)
+    out: dict[tuple[bool, int, int], list[int] | str] = {}
+    for chunked in (True, False):
+        for budget in budgets:
+            for threshold in thresholds:
+                try:
+                    config = SchedulerConfig(budget, max_num_seqs, enable_chunked_prefill=chunked,
+                                             long_prefill_token_threshold=threshold,
+                                             max_model_len=max_model_len)
+                except ValueError as e:
+                    out[chunked, budget, threshold] = str(e)
+                    continue
+                steps = run_trace(requests, config, cache_config)
+                out[chunked, budget, threshold] = prompt_chunks(steps, request_id, prompt_len)
+    return out

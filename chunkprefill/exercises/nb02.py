@@ -5,20 +5,9 @@ from __future__ import annotations
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.exercises.common import verdict as _verdict
-from chunkprefill.trace import TraceStep, run_trace, seed_trace_requests
+from chunkprefill.trace import TraceStep, prompt_chunks, run_trace, seed_trace_requests
 
 CACHE = CacheConfig(block_size=16, num_blocks=1000)
-
-
-def prompt_chunks(steps: list[TraceStep], rid: str, prompt_len: int) -> list[int]:
-    """The sizes of the chunks that computed ``rid``'s prompt, in step order."""
-    chunks, done = [], 0
-    for s in steps:
-        n = s.num_scheduled_tokens.get(rid, 0)
-        if n and done < prompt_len:
-            chunks.append(min(n, prompt_len - done))
-            done += n
-    return chunks
 
 
 def _seed(config: SchedulerConfig, prompt_len: int = 40) -> list[TraceStep]:

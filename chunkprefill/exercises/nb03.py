@@ -9,9 +9,9 @@ from unittest import mock
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.exercises.common import verdict as _verdict
-from chunkprefill.exercises.nb02 import prompt_chunks
 from chunkprefill.scheduler import Scheduler
 from chunkprefill.trace import TraceRequest, TraceStep, run_trace, seed_trace_requests
+from chunkprefill.trace import knob_grid as trace_knob_grid
 
 
 class _PopsFirst(list):  # type: ignore[type-arg]
@@ -70,20 +70,9 @@ def knob_grid() -> dict[tuple[bool, int, int], int]:
     """Exercise 03.3's grid: ``(enable_chunked_prefill, max_num_batched_tokens,
     long_prefill_token_threshold) -> number of chunks of P's prompt`` on the seed's workload
     (``max_model_len=64``); a combination the config refuses maps to 0."""
-    out = {}
-    for chunked in (True, False):
-        for budget in (16, 64):
-            for threshold in (0, 8):
-                try:
-                    config = SchedulerConfig(budget, 16, enable_chunked_prefill=chunked,
-                                             long_prefill_token_threshold=threshold,
-                                             max_model_len=64)
-                except ValueError:
-                    out[chunked, budget, threshold] = 0
-                    continue
-                steps = run_trace(seed_trace_requests(), config, CacheConfig(16, 1000))
-                out[chunked, budget, threshold] = len(prompt_chunks(steps, "P", 40))
-    return out
+    grid = trace_knob_grid(seed_trace_requests(), "P", budgets=(16, 64), thresholds=(0, 8),
+                           max_model_len=64, cache_config=CacheConfig(16, 1000))
+    return {k: 0 if isinstance(v, str) else len(v) for k, v in grid.items()}
 
 
 def check_03_three_knobs(answer: dict[tuple[bool, int, int], int] | None) -> str:
