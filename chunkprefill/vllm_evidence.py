@@ -6,7 +6,9 @@ that they are equal."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,11 @@ from chunkprefill.trace import TraceStep, run_recorded_scenario
 
 TRACES_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "vllm_traces.json"
 STEP_KEYS = ("num_scheduled_tokens", "preempted", "finished")
+
+
+def scenario_names(path: Path | str = TRACES_PATH) -> list[str]:
+    """The names of the recorded scenarios, in the file's order."""
+    return [sc["name"] for sc in json.loads(Path(path).read_text())["scenarios"]]
 
 
 def load_scenario(name: str, path: Path | str = TRACES_PATH) -> dict[str, Any]:
@@ -62,3 +69,24 @@ def side_by_side(vllm: Sequence[dict[str, Any]], ours: Sequence[dict[str, Any]])
     lines += [f"{k:>4}  {a:<{width}}  {'=' if a == b else '!'} {b}"
               for k, (a, b) in enumerate(rows)]
     return "\n".join(lines)
+
+
+def our_lines(obj: object, first: str, last: str | None = None) -> str:
+    """The lines of ``obj``'s source from the first one that starts (after indentation) with
+    ``first`` through the next one starting with ``last`` (just that line if ``last`` is
+    None), each with its line number in our file: the lines to read beside a vLLM excerpt.
+    A ``ValueError`` names an anchor that is not found, so a notebook fails loudly if the
+    code it quotes changes shape."""
+    lines, start = inspect.getsourcelines(obj)  # type: ignore[arg-type]
+    stripped = [line.strip() for line in lines]
+    try:
+        a = next(i for i, t in enumerate(stripped) if t.startswith(first))
+        b = a if last is None else next(i for i in range(a, len(lines))
+                                        if stripped[i].startswith(last))
+    except StopIteration:
+        raise ValueError(f"first/last must start lines of {getattr(obj, '__qualname__', obj)}; "
+                         f"not found: {first!r} .. {last!r}") from None
+    path = Path(inspect.getsourcefile(obj) or "?")  # type: ignore[arg-type]
+    head = f"# {path.parent.name}/{path.name}, lines {start + a}-{start + b} (ours)"
+    body = textwrap.dedent("".join(lines[a:b + 1])).splitlines()
+    return "\n".join([head, *(f"{start + a + i:>4}  {line}" for i, line in enumerate(body))])
