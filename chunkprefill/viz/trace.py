@@ -461,11 +461,15 @@ def plot_computed_tokens(
     fig, ax = figure_and_axes(ax, (_width(len(steps), 0.2), 3.6))
     xs = [s.step for s in steps]
     styles = ["-", "--", ":", "-."]
-    for i, (rid, ys) in enumerate(hist.items()):
+    # Requests with identical histories share one line and one label ("A = B"): a line drawn
+    # over another would hide it.
+    groups: dict[tuple[int | None, ...], list[str]] = {}
+    for rid, ys in hist.items():
+        groups.setdefault(tuple(ys), []).append(rid)
+    for i, (ys, rids) in enumerate(groups.items()):
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
-        # Thinner lines on top of thicker ones: requests with equal histories stay visible.
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=rid,
-                linestyle=styles[i % len(styles)], linewidth=max(1.2, 4.5 - 1.3 * (i % 4)))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3,
+                label=" = ".join(rids), linestyle=styles[i % len(styles)], linewidth=1.8)
     px = [s.step for s in steps for _ in s.preempted]
     if px:
         ax.scatter(px, [0] * len(px), marker="x", s=60, color=COLORS["preempted"], zorder=3,
