@@ -136,18 +136,21 @@ def plot_block_pool(snapshots: Sequence[PoolSnapshot], num_blocks: int, block_si
 
 
 def plot_slot_mapping(snapshot: PoolSnapshot, num_blocks: int, block_size: int,
-                      ax: Axes | None = None) -> Figure:
+                      ax: Axes | None = None, request_ids: Sequence[str] | None = None,
+                      ) -> Figure:
     """One step's flattened batch (left, in scheduling order: token = request + position p)
     and where each token's K/V goes (right: the cache as rows of blocks, columns of slots
     within a block). Arrows follow ``slot = block_table[p // block_size] * block_size +
-    p % block_size``. Light cells hold KV written by earlier steps."""
+    p % block_size``. Light cells hold KV written by earlier steps. ``request_ids``: every
+    request of the run in order of first appearance, so each keeps the colour it has in
+    ``plot_block_pool`` (default: the holders of this step only)."""
     tokens = [(rid, c + i, slot)
               for rid, c in snapshot.num_computed_tokens.items()
               for i, slot in enumerate(snapshot.slot_mapping[rid])]
     n_tok = len(tokens)
     height = max(n_tok, num_blocks)
     fig, ax = figure_and_axes(ax, (4.2 + 0.75 * block_size, 1.4 + 0.32 * height))
-    colors = request_colors(list(snapshot.block_tables))
+    colors = request_colors([*(request_ids or ()), *snapshot.block_tables])
     tok_h = height / max(n_tok, 1)
     blk_h = height / num_blocks
     x_grid = 4.0

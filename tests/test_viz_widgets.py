@@ -382,3 +382,27 @@ def test_engine_loop_figure_names_the_package_calls():
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {"Scheduler.schedule()", "Scheduler.update_from_output()"} <= texts
     assert len(fig.axes[0].patches) == 6  # three boxes, three arrows
+
+
+def test_slot_mapping_keeps_each_request_colour_of_the_block_pool():
+    from matplotlib.colors import to_rgba
+
+    from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig, kvviz
+
+    sched = Scheduler(SchedulerConfig(8, 4, max_model_len=64), CacheConfig(4, 10))
+    sched.add_request(Request("A", [1, 2], max_tokens=1))  # finishes in step 0
+    sched.add_request(Request("B", [3, 4, 5], max_tokens=3))
+    snaps = []
+    for k in range(2):
+        out = sched.schedule()
+        snaps.append(kvviz.snapshot_step(k, sched, out))
+        sched.update_from_output(out, {r: 7 for r in out.num_scheduled_tokens
+                                       if sched.requests[r].num_owed_tokens == 0})
+    assert "A" not in snaps[1].block_tables  # step 1 alone would give B the first colour
+    colors = kvviz.request_colors(["A", "B"])
+    fig = kvviz.plot_slot_mapping(snaps[1], 10, 4, request_ids=["A", "B"])
+    faces = {h.get_label(): h.get_facecolor() for h in fig.legends[0].legend_handles} \
+        if fig.legends else {h.get_label(): h.get_facecolor()
+                             for h in fig.axes[0].get_legend().legend_handles}
+    assert faces["B: written this step"] == to_rgba(colors["B"], 0.8)
+    assert colors["B"] != kvviz.request_colors(["B"])["B"]
