@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -266,9 +266,29 @@ class CostModel:
 
     @classmethod
     def preset(cls, model: str = "Llama-3-8B", hardware: str = "H100-SXM",
-               tensor_parallel_size: int | None = None, **kw: Any) -> CostModel:
-        return cls(ModelSpec.preset(model, tensor_parallel_size), HardwareSpec.preset(hardware),
-                   **kw)
+               tensor_parallel_size: int | None = None, calibrated: str | None = None,
+               **kw: Any) -> CostModel:
+        """Presets by name (case-insensitive). Without ``calibrated`` the efficiencies and
+        overheads are the class defaults (assumptions) or ``kw``. ``calibrated=
+        "sarathi-serve"``: the five terms fitted on real measurements of that setup
+        (Yi-34B, TP 2, A100-80GB-PCIe; ``calibration.named_calibration``); it applies only
+        to the setup it was measured on, and ``kw`` may still override single fields."""
+        spec = ModelSpec.preset(model, tensor_parallel_size)
+        hw = HardwareSpec.preset(hardware)
+        if calibrated is None:
+            return cls(spec, hw, **kw)
+        from chunkprefill.sim.calibration import CALIBRATIONS, named_calibration
+
+        if calibrated not in CALIBRATIONS:
+            raise ValueError(f"calibrated must be one of {sorted(CALIBRATIONS)} or None, got "
+                             f"{calibrated!r}")
+        fitted = named_calibration(calibrated).cost_model
+        if (spec, hw) != (fitted.model, fitted.hardware):
+            raise ValueError(
+                f"calibrated={calibrated!r} was measured on {fitted.model.name} TP"
+                f"{fitted.model.tensor_parallel_size} on {fitted.hardware.name}, not "
+                f"{spec.name} TP{spec.tensor_parallel_size} on {hw.name}")
+        return replace(fitted, **kw) if kw else fitted
 
 
 def batch_from_output(scheduler_output: SchedulerOutput) -> list[tuple[int, int]]:
