@@ -3,6 +3,8 @@ with the same weights, whatever the chunking, block size or preemptions."""
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 import torch
 import transformers  # noqa: E402  (test-only dev dependency: missing must fail, not skip)
@@ -117,6 +119,14 @@ def test_seeded_temperature_sampling_is_reproducible(hf_and_ours, prompts):
 
     assert run(3) == run(3)
     assert run(3) != run(4)
+    # Each request's first token by hand: softmax of the reference forward pass's last
+    # logits at temperature 1, drawn with the documented seed (seed * 1_000_003 + the CRC32
+    # of the request id; generate() numbers requests "0", "1", ...).
+    with torch.inference_mode():
+        for i, p in enumerate(prompts[:3]):
+            gen = torch.Generator().manual_seed(3 * 1_000_003 + zlib.crc32(str(i).encode()))
+            probs = torch.softmax(ours.forward_reference(p)[-1].float(), dim=-1)
+            assert run(3)[i][0] == int(torch.multinomial(probs, 1, generator=gen))
 
 
 def test_samplers_are_freed_once_their_request_finished(hf_and_ours):

@@ -493,3 +493,35 @@ def test_run_workload_on_an_idle_engine_jumps_to_arrivals():
     first = outs[1].metrics
     assert first.arrival_time == 100.0
     assert first.ttft == pytest.approx(cm.step_time([(10, 0)]))
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def test_sim_plots_return_figures_and_leave_pyplot_alone(llama_h100):
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from chunkprefill.sim import compare_policies, sweep_budgets
+    from chunkprefill.viz import sim as sim_plots
+
+    cm, slo = llama_h100, tbt_slo(llama_h100)
+    wl = sharegpt_like(30, 4.0, seed=0)
+    results = compare_policies(wl, cm, 512)
+    assert list(results) == ["chunked (budget 512)", "prefill-first"]
+    assert results["prefill-first"].p99_tbt > results["chunked (budget 512)"].p99_tbt
+    before = plt.get_fignums()
+    figs = [sim_plots.plot_step_time_vs_tokens(cm, 4096),
+            sim_plots.plot_budget_sweep(sweep_budgets(cm, [256, 1024], wl), slo),
+            sim_plots.plot_chunking_overhead(cm, 4096, [256, 4096]),
+            sim_plots.plot_tbt_timeline(results, slo),
+            sim_plots.plot_capacity({"strict": {"chunked": 3.0, "prefill_first": 1.5}}),
+            sim_plots.plot_simulation(results, cm, slo, "30 requests")]
+    assert plt.get_fignums() == before
+    for fig in figs:
+        assert isinstance(fig, Figure)
+        assert any("SIMULATED" in ax.get_title() for ax in fig.axes)
+    # the timeline draws one line per policy, each step with work as one point
+    lines = figs[3].axes[0].get_lines()
+    assert [len(ln.get_xdata()) for ln in lines[:2]] == [
+        sum(1 for s in r.step_log if s.num_scheduled_tokens) for r in results.values()]

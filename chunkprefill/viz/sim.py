@@ -105,6 +105,7 @@ def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = No
         ax.axhline(slo_s * 1e3, color="k", ls=":", label="SLO")
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("step time (ms)")
+    ax.set_title("SIMULATED step times")
     ax.set_yscale("log")
     ax.legend(fontsize=8)
     return fig
