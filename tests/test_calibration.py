@@ -218,3 +218,15 @@ def test_package_data_ships_the_files_with_their_license():
     assert shipped == on_disk
     assert {"sarathi_serve/LICENSE", "sarathi_serve/README.md"} <= shipped
     assert "Apache License" in (data / "sarathi_serve" / "LICENSE").read_text()
+
+
+def test_describe_never_prints_zero_valued_units():
+    # A toy model on a CPU: tens of GFLOP/s and a few MB of weights. "0 TFLOP/s, 0.0 GB
+    # weights/GPU" was the old print; SI prefixes keep three significant digits.
+    toy = ModelSpec("toy", num_layers=2, hidden_size=64, num_heads=4, num_kv_heads=2,
+                    intermediate_size=128, vocab_size=256, bytes_per_param=4)
+    cpu = HardwareSpec("cpu", peak_flops=4.2e10, mem_bandwidth=1.5e10, memory_bytes=16e9)
+    text = CostModel(toy, cpu).describe()
+    assert "42 GFLOP/s" in text and "15 GB/s" in text
+    assert f"{toy.weight_bytes_per_gpu / 1e3:.3g} kB weights/GPU" in text
+    assert " 0 " not in text and "0.0 GB" not in text

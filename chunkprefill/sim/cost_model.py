@@ -24,7 +24,7 @@ from typing import Any
 
 from chunkprefill.config import CacheConfig, cdiv, check_float, check_int, check_positive
 from chunkprefill.scheduler import SchedulerOutput
-from chunkprefill.sim.presets import GB, TFLOPS, HardwareSpec, ModelSpec
+from chunkprefill.sim.presets import GB, HardwareSpec, ModelSpec
 
 Batch = Sequence[tuple[int, int]]  # (query_len, context_len) per scheduled request
 
@@ -256,12 +256,12 @@ class CostModel:
 
     def describe(self) -> str:
         m, hw = self.model, self.hardware
-        return (f"{m.name} (TP={m.tensor_parallel_size}, {m.weight_bytes_per_gpu / GB:.1f} GB "
-                f"weights/GPU) on {hw.name} ({hw.peak_flops / TFLOPS:.0f} TFLOP/s, "
-                f"{hw.mem_bandwidth / GB:.0f} GB/s); efficiencies linear "
-                f"{self.linear_efficiency:.2f}, attention {self.attention_efficiency:.2f}, "
-                f"bandwidth {self.bandwidth_efficiency:.2f}; overhead "
-                f"{self.step_overhead_s * 1e3:.2f} ms/step + "
+        return (f"{m.name} (TP={m.tensor_parallel_size}, "
+                f"{si_format(m.weight_bytes_per_gpu, 'B')} weights/GPU) on {hw.name} "
+                f"({si_format(hw.peak_flops, 'FLOP/s')}, {si_format(hw.mem_bandwidth, 'B/s')}); "
+                f"efficiencies linear {self.linear_efficiency:.2f}, attention "
+                f"{self.attention_efficiency:.2f}, bandwidth {self.bandwidth_efficiency:.2f}; "
+                f"overhead {self.step_overhead_s * 1e3:.2f} ms/step + "
                 f"{self.per_seq_overhead_s * 1e6:.1f} us/request")
 
     @classmethod
@@ -289,6 +289,16 @@ class CostModel:
                 f"{fitted.model.tensor_parallel_size} on {fitted.hardware.name}, not "
                 f"{spec.name} TP{spec.tensor_parallel_size} on {hw.name}")
         return replace(fitted, **kw) if kw else fitted
+
+
+def si_format(value: float, unit: str) -> str:
+    """``value`` with the SI prefix that gives it 3 significant digits (powers of ten, as
+    datasheets count): 3.35e12 B/s -> "3.35 TB/s", 1.2e10 FLOP/s -> "12.0 GFLOP/s". A toy
+    model on a CPU and an H100 print alike, never as "0 TFLOP/s"."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
 
 
 def batch_from_output(scheduler_output: SchedulerOutput) -> list[tuple[int, int]]:

@@ -205,10 +205,12 @@ def scheduler_config_for(policy: str, budget: int, max_model_len: int,
     """The two policies the course compares.
 
     ``"chunked"``: vLLM V1 / Sarathi-Serve stall-free batching with token budget
-    ``budget`` (decodes first, prefill chunks fill the rest).
-    ``"prefill_first"``: vLLM V0 / Orca style: a step is all prefill (whole prompts, new
-    ones first) or all decode; its budget must hold a whole prompt, so it is at least
-    ``max_model_len`` (vLLM V0's default with chunking off)."""
+    ``budget`` (running requests first, in admission order, then chunks of new prompts
+    fill what is left).
+    ``"prefill_first"``: vLLM's early scheduler with chunked prefill off: a step is all
+    prefill (whole prompts, new ones first) or all decode. (Orca, by contrast, mixed a
+    prefill and decodes in one step: selective batching.) Its budget must hold a whole
+    prompt, so it is at least ``max_model_len``."""
     if policy == "chunked":
         return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
                                max_model_len=max_model_len)
