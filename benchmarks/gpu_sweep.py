@@ -3,9 +3,11 @@
 1. step time vs tokens in the step (memory-bound flat region, then compute-bound line);
 2. chunking overhead: total prefill time chunked / unchunked, for chunk sizes 256..2048;
 3. tile effect: chunk sizes around a multiple of 64/128 (240..272);
-4. P99 ITL and median TTFT vs budget on the stall workload.
-On a GPU it uses CUDA events and the Triton backend; on a CPU it runs the same code with
-perf_counter and says so (and shrinks the sizes so it finishes in minutes).
+4. the trade-off: the long prompt's TTFT and the decodes' P99 ITL vs the budget, with only
+   the budget changing (``experiments.tradeoff_sweep``).
+Every value is a median over interleaved repeats, with its 95% bootstrap interval in the CSV.
+On a GPU it uses CUDA events and the Triton backend; on a CPU it runs the same code with the
+stepping thread's CPU time and says so (and shrinks the sizes so it finishes in minutes).
 Run: python benchmarks/gpu_sweep.py OUT_DIR"""
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
 from chunkprefill.experiments import (
+    TRADEOFF_BUDGETS,
+    TRADEOFF_WORKLOAD,
     StallWorkload,
-    budget_sweep,
     chunking_overhead,
     step_time_vs_tokens,
+    tradeoff_sweep,
 )
+from chunkprefill.timing import clock_label
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
@@ -42,8 +47,8 @@ def main() -> None:
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     torch.set_num_threads(a.threads)
-    label = (f"GPU {torch.cuda.get_device_name()} (CUDA events, triton backend)" if cuda
-             else "CPU (perf_counter, torch backend) - CPU timing, not a GPU measurement")
+    label = (f"GPU {torch.cuda.get_device_name()} ({clock_label(device)}, triton backend)" if cuda
+             else f"CPU ({clock_label(device)}, torch backend)")
     print(label)
     if cuda:  # a model big enough for the GPU's compute-bound region to show
         cfg = ModelConfig(vocab_size=32000, hidden_size=2048, num_hidden_layers=8,
@@ -53,60 +58,62 @@ def main() -> None:
         tokens = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096]
         prompt, chunks = 4096, [256, 512, 1024, 2048]
         tiles = list(range(240, 273, 8))
-        budgets = [None, 2048, 1024, 512, 256, 128]
-        wl = StallWorkload(long_prompt_len=4096, vocab_size=cfg.vocab_size,
-                           decode_output_len=160, long_arrival_steps=(10, 40, 70, 100))
+        # 32 decodes beside one 4,096-token prompt: chunks of 64 ... 2048 tokens.
+        budgets = [96, 160, 288, 544, 1056, 2080]
+        wl = StallWorkload(num_decodes=32, long_prompt_len=4096, vocab_size=cfg.vocab_size,
+                           decode_output_len=96, long_output_len=2, long_arrival_steps=(4,))
         max_len = 8192
     else:
         model = ToyTransformer(ModelConfig.small(), seed=0)
         tokens = [1, 8, 32, 64, 128, 256, 512]
         prompt, chunks = 1024, [256, 512]
         tiles = [240, 256, 272]
-        budgets = [None, 512, 192, 64]
-        wl = StallWorkload()
+        budgets, wl = list(TRADEOFF_BUDGETS), TRADEOFF_WORKLOAD
         max_len = 2048
     st = step_time_vs_tokens(model, tokens, device=device)
-    write_csv(a.out / "step_time.csv", ["tokens", "seconds"], [[n, t] for n, t in zip(tokens, st)])
+    write_csv(a.out / "step_time.csv", ["tokens", "seconds", "low", "high"],
+              [[n, t.median, t.low, t.high] for n, t in zip(tokens, st)])
     oh = chunking_overhead(model, prompt, chunks, device=device)
-    write_csv(a.out / "chunking_overhead.csv", ["chunk", "chunked_over_unchunked"],
-              [[c, r] for c, r in oh.items()])
+    write_csv(a.out / "chunking_overhead.csv", ["chunk", "chunked_over_unchunked", "low", "high"],
+              [[c, r.median, r.low, r.high] for c, r in oh.items()])
     tt = step_time_vs_tokens(model, tiles, device=device)
     write_csv(a.out / "tile_effect.csv", ["tokens", "seconds", "seconds_per_token"],
-              [[n, t, t / n] for n, t in zip(tiles, tt)])
-    bs = budget_sweep(model, wl, budgets, max_model_len=max_len, device=device)
-    write_csv(a.out / "budget_sweep.csv", ["budget", "p50_itl", "p99_itl", "ttft_p50", "ttft_p99"],
-              [[p.budget or "no-chunk", p.p50_itl, p.p99_itl, p.ttft_p50, p.ttft_p99]
-               for p in bs])
+              [[n, t.median, t.median / n] for n, t in zip(tiles, tt)])
+    bs = tradeoff_sweep(model, wl, budgets, max_model_len=max_len, device=device)
+    write_csv(a.out / "tradeoff.csv", ["budget", "chunks", "long_ttft", "long_ttft_low",
+                                        "long_ttft_high", "p99_itl", "p99_itl_low", "p99_itl_high"],
+              [[p.budget, p.num_chunks, p.long_ttft.median, p.long_ttft.low, p.long_ttft.high,
+                p.p99_itl.median, p.p99_itl.low, p.p99_itl.high] for p in bs])
     import matplotlib
 
     matplotlib.use("Agg")  # a script writing files, not a notebook
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(2, 2, figsize=(11, 8))
-    ax[0, 0].plot(tokens, [t * 1e3 for t in st], "o-")
+    ax[0, 0].plot(tokens, [t.median * 1e3 for t in st], "o-")
     ax[0, 0].set(xscale="log", xlabel="tokens in step", ylabel="ms", title="step time vs tokens")
-    ax[0, 1].bar([str(c) for c in oh], list(oh.values()))
+    ax[0, 1].bar([str(c) for c in oh], [r.median for r in oh.values()])
     ax[0, 1].axhline(1.0, color="k", lw=0.8)
     ax[0, 1].set(xlabel="chunk size", ylabel="chunked / unchunked",
                  title=f"chunking overhead ({prompt}-token prompt)")
-    ax[1, 0].plot(tiles, [t / n * 1e6 for n, t in zip(tiles, tt)], "o-")
+    ax[1, 0].plot(tiles, [t.median / n * 1e6 for n, t in zip(tiles, tt)], "o-")
     ax[1, 0].set(xlabel="tokens in step", ylabel="us per token", title="tile effect")
-    names = [str(p.budget or "off") for p in bs]
-    ax[1, 1].plot(names, [p.p99_itl * 1e3 for p in bs], "o-", label="P99 ITL")
-    ax[1, 1].plot(names, [p.ttft_p50 * 1e3 for p in bs], "s-", label="median TTFT (long)")
-    ax[1, 1].set(xlabel="budget", ylabel="ms", title="ITL / TTFT vs budget")
+    names = [str(p.budget) for p in bs]
+    ax[1, 1].plot(names, [p.p99_itl.median * 1e3 for p in bs], "o-", label="decodes' P99 ITL")
+    ax[1, 1].plot(names, [p.long_ttft.median * 1e3 for p in bs], "s-", label="long prompt's TTFT")
+    ax[1, 1].set(xlabel="budget", ylabel="ms", title="the trade-off: only the budget changes")
     ax[1, 1].legend()
     fig.suptitle(label)
     fig.tight_layout()
     fig.savefig(a.out / "gpu_sweep.png", dpi=110)
     print(f"wrote {a.out / 'gpu_sweep.png'}")
     for n, t in zip(tokens, st):
-        print(f"step tokens={n:5d}  {t * 1e3:8.2f} ms")
+        print(f"step tokens={n:5d}  {t.fmt(1e3, 'ms', 2)}")
     for c, r in oh.items():
-        print(f"chunk={c:5d}  chunked/unchunked={r:.3f}")
+        print(f"chunk={c:5d}  chunked/unchunked={r.fmt(1, 'x', 3)}")
     for p in bs:
-        print(f"budget={p.budget or 'off'}  p99_itl={p.p99_itl * 1e3:.1f} ms  "
-              f"ttft_p50={p.ttft_p50 * 1e3:.1f} ms")
+        print(f"budget={p.budget} ({p.num_chunks} chunks)  p99_itl={p.p99_itl.fmt()}  "
+              f"long_ttft={p.long_ttft.fmt()}")
 
 
 if __name__ == "__main__":

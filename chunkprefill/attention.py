@@ -265,6 +265,10 @@ def _torch_paged_attention(
     batches of similar KV length; prefill chunks are few per step (the token budget caps
     them), so each is one masked attention. Both gather K/V through the block table with
     ``index_select`` and call ``scaled_dot_product_attention``."""
+    # Imported here: torch.nn.attention.bias pulls in Triton, which importing this module
+    # must not (tests/test_model.py checks it).
+    from torch.nn.attention.bias import causal_lower_right
+
     _, num_q_heads, head_dim = query.shape
     num_blocks, block_size, num_kv_heads, _ = k_cache.shape
     group_size = num_q_heads // num_kv_heads
@@ -307,13 +311,17 @@ def _torch_paged_attention(
         k = k_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
         v = v_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
         q = query[starts[b] : starts[b + 1]].view(q_len, num_kv_heads, group_size, head_dim)
-        # Query i sits at position kv_len - q_len + i: the causal mask is a tril shifted to
-        # the end of the sequence's KV.
-        causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=dev).tril(kv_len - q_len)
+        # Query i sits at position kv_len - q_len + i: the causal mask is aligned to the
+        # *lower right* (the end of the sequence's KV). ``causal_lower_right`` says so without
+        # materialising a (q, L) mask, which lets SDPA pick its fused causal kernel: it skips
+        # the masked upper triangle instead of computing and discarding it. (A dense boolean
+        # mask would take the unfused path and make one whole-prompt step cost more than the
+        # same prompt in chunks: a CPU artefact, not physics.)
         o = F.scaled_dot_product_attention(
             q.permute(1, 2, 0, 3),  # (Hkv, g, q, D)
-            k.transpose(0, 1)[:, None], v.transpose(0, 1)[:, None],  # (Hkv, 1, L, D)
-            attn_mask=causal, scale=scale)  # (Hkv, g, q, D)
+            k.transpose(0, 1)[:, None].expand(-1, group_size, -1, -1),  # (Hkv, g, L, D)
+            v.transpose(0, 1)[:, None].expand(-1, group_size, -1, -1),  # (Hkv, g, L, D)
+            attn_mask=causal_lower_right(q_len, kv_len), scale=scale)  # (Hkv, g, q, D)
         out[starts[b] : starts[b + 1]] = o.permute(2, 0, 1, 3).reshape(
             q_len, num_q_heads, head_dim).to(query.dtype)  # (q, Hq, D)
     return out

@@ -18,7 +18,7 @@ from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.metrics import RequestMetrics, summarize
 from chunkprefill.request import Request, SamplingParams
 from chunkprefill.scheduler import Scheduler, SchedulerOutput
-from chunkprefill.timing import Timer
+from chunkprefill.timing import Timer, resolve_clock
 
 
 @dataclass
@@ -87,7 +87,8 @@ class LLMEngine:
 
     def __init__(self, model: Any, scheduler_config: SchedulerConfig | None = None,
                  cache_config: CacheConfig | None = None, attention_backend: str | None = None,
-                 device: Any = None, fast_forward: bool = True) -> None:
+                 device: Any = None, fast_forward: bool = True,
+                 step_clock: str = "auto") -> None:
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.cache_config = cache_config or CacheConfig()
         if hasattr(model, "execute"):
@@ -99,6 +100,9 @@ class LLMEngine:
             self.executor = ModelExecutor(model, self.cache_config, attention_backend, device)
             self.device = self.executor.device
         self.scheduler = Scheduler(self.scheduler_config, self.cache_config)
+        # What a measured step's duration means (``timing.resolve_clock``): on a CPU the
+        # stepping thread's own CPU time, so a busy machine does not stretch the steps.
+        self.step_clock = resolve_clock(self.device, step_clock)
         # Decode-only stretches in bulk (``step_decode_run``), if the executor can.
         self.fast_forward = fast_forward and hasattr(self.executor, "decode_run")
         self.num_fast_forward_steps = 0  # steps of step_log that step_decode_run made
@@ -150,7 +154,7 @@ class LLMEngine:
                 self.clock = self._pending[0].arrival_time
                 return self.step()
             return []
-        with Timer(self.device) as timer:
+        with Timer(self.device, self.step_clock) as timer:
             out = self.scheduler.schedule()
             sampled, duration = (({}, 0.0) if out.is_empty else
                                  self.executor.execute(out, self.scheduler.requests))

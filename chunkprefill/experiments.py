@@ -14,7 +14,11 @@ import numpy as np
 
 from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
 from chunkprefill.engine import LLMEngine, RequestOutput, SamplingParams, StepRecord
+from chunkprefill.kv_cache import cdiv
 from chunkprefill.metrics import pooled_itl
+from chunkprefill.stats import Estimate, interleaved, median_ci, ratio_ci
+from chunkprefill.timing import gc_paused
+from chunkprefill.trace import TraceRequest
 
 
 @dataclass
@@ -38,6 +42,21 @@ class StallWorkload:
         if any(s < 0 for s in self.long_arrival_steps):
             raise ValueError("long_arrival_steps must be >= 0")
 
+    def cache_config(self, block_size: int = 16) -> CacheConfig:
+        """A KV cache that holds the whole workload at once: nothing is ever preempted."""
+        need = self.num_decodes * (self.decode_prompt_len + self.decode_output_len) \
+            + len(self.long_arrival_steps) * (self.long_prompt_len + self.long_output_len)
+        return CacheConfig(block_size=block_size, num_blocks=cdiv(need, block_size) + 64)
+
+    def trace_requests(self) -> list[TraceRequest]:
+        """The same workload for ``run_trace`` (no model, no timing): ``run_stall``'s ids,
+        lengths and arrival steps, so its schedule can be checked against the trace's."""
+        dec = [TraceRequest(f"d{i}", self.decode_prompt_len, self.decode_output_len, 0)
+               for i in range(self.num_decodes)]
+        arrivals = sorted(zip(self.long_arrival_steps, range(len(self.long_arrival_steps))))
+        return dec + [TraceRequest(f"long{i}", self.long_prompt_len, self.long_output_len, step)
+                      for step, i in arrivals]
+
     def prompts(self) -> tuple[list[list[int]], list[list[int]]]:
         rng = np.random.default_rng(self.seed)
         dec = [rng.integers(0, self.vocab_size, self.decode_prompt_len).tolist()
@@ -53,6 +72,7 @@ class StallResult:
     decode_outputs: list[RequestOutput]
     long_outputs: list[RequestOutput]
     step_log: list[StepRecord] = field(repr=False)
+    step_clock: str = "thread"
 
     @property
     def decode_itl(self) -> np.ndarray:
@@ -77,25 +97,143 @@ def run_stall(model: Any, workload: StallWorkload, scheduler_config: SchedulerCo
               attention_backend: str | None = None, device: Any = None) -> StallResult:
     """Run the workload; long prompt i is added right before step ``long_arrival_steps[i]``."""
     dec, long = workload.prompts()
-    need = workload.num_decodes * (workload.decode_prompt_len + workload.decode_output_len) \
-        + len(long) * (workload.long_prompt_len + workload.long_output_len)
-    cache_config = cache_config or CacheConfig(block_size=16, num_blocks=need // 16 + 64)
+    cache_config = cache_config or workload.cache_config()
     eng = LLMEngine(model, scheduler_config, cache_config, attention_backend, device)
     dec_ids = [eng.add_request(p, SamplingParams(max_tokens=workload.decode_output_len),
                                request_id=f"d{i}") for i, p in enumerate(dec)]
     arrivals = sorted(zip(workload.long_arrival_steps, range(len(long))))
     long_ids: list[str] = []
     step = 0
-    while eng.has_unfinished_requests() or arrivals:
-        while arrivals and arrivals[0][0] <= step:
-            _, i = arrivals.pop(0)
-            long_ids.append(eng.add_request(long[i], SamplingParams(
-                max_tokens=workload.long_output_len), request_id=f"long{i}"))
-        eng.step()
-        step += 1
+    with gc_paused():
+        while eng.has_unfinished_requests() or arrivals:
+            while arrivals and arrivals[0][0] <= step:
+                _, i = arrivals.pop(0)
+                long_ids.append(eng.add_request(long[i], SamplingParams(
+                    max_tokens=workload.long_output_len), request_id=f"long{i}"))
+            eng.step()
+            step += 1
     outs = {o.request_id: o for o in eng.run()}
     return StallResult(label, [outs[r] for r in dec_ids], [outs[r] for r in long_ids],
-                       eng.step_log)
+                       eng.step_log, eng.step_clock)
+
+
+# -- controlled comparisons: repeats, interleaved, medians with intervals ------------------
+
+def prefill_chunks(step_log: Sequence[StepRecord], request_id: str, prompt_len: int
+                   ) -> list[int]:
+    """The sizes of the pieces a request's prompt was computed in, step by step (its
+    decode steps after the prompt are not chunks)."""
+    chunks: list[int] = []
+    for s in step_log:
+        n = s.num_scheduled_tokens.get(request_id, 0)
+        if n:
+            chunks.append(n)
+            if sum(chunks) >= prompt_len:
+                break
+    return chunks
+
+
+@dataclass
+class StallComparison:
+    """Several scheduler configurations run on the same ``StallWorkload``, ``repeats`` times
+    each, interleaved (``stats.interleaved``). Every statistic is a median over the repeats
+    with its bootstrap interval; ratios are paired by repeat."""
+
+    workload: StallWorkload
+    configs: dict[str, SchedulerConfig]
+    runs: dict[str, list[StallResult]] = field(repr=False)
+    step_clock: str = "thread"
+
+    def p99_itl(self, label: str) -> Estimate:
+        """The decodes' P99 ITL (seconds)."""
+        return median_ci([r.p99_itl for r in self.runs[label]])
+
+    def p50_itl(self, label: str) -> Estimate:
+        return median_ci([float(np.percentile(r.decode_itl, 50)) for r in self.runs[label]])
+
+    def long_ttft(self, label: str) -> Estimate:
+        """The long prompts' TTFT (median over the long prompts of a run; seconds)."""
+        return median_ci([r.long_ttft_median for r in self.runs[label]])
+
+    def ratio(self, metric: str, numerator: str, denominator: str) -> Estimate:
+        """``metric`` ("p99_itl" or "long_ttft") of one configuration over another's."""
+        get = {"p99_itl": lambda r: r.p99_itl, "long_ttft": lambda r: r.long_ttft_median}
+        if metric not in get:
+            raise ValueError(f"metric must be one of {sorted(get)}, got {metric!r}")
+        f = get[metric]
+        return ratio_ci([f(r) for r in self.runs[numerator]],
+                        [f(r) for r in self.runs[denominator]])
+
+
+def compare_stall(model: Any, workload: StallWorkload, configs: dict[str, SchedulerConfig],
+                  repeats: int = 3, **kw: Any) -> StallComparison:
+    """Run each configuration ``repeats`` times on ``workload``, interleaved."""
+    runs = interleaved({label: (lambda sc=sc, label=label: run_stall(
+        model, workload, sc, label=label, **kw)) for label, sc in configs.items()}, repeats)
+    clocks = {r.step_clock for rs in runs.values() for r in rs}
+    return StallComparison(workload, dict(configs), runs, "/".join(sorted(clocks)))
+
+
+@dataclass
+class TradeoffPoint:
+    """One budget of a trade-off sweep: the long prompt's own TTFT and the decodes' P99 ITL,
+    each a median over repeats with its interval, and how many chunks the prompt took."""
+
+    budget: int
+    num_chunks: int
+    long_ttft: Estimate
+    p99_itl: Estimate
+    runs: list[StallResult] = field(repr=False)
+
+
+def stall_config(budget: int | None, max_model_len: int, max_num_seqs: int = 64
+                 ) -> SchedulerConfig:
+    """Chunked prefill at ``budget`` tokens per step, or chunking off (``budget=None``: the
+    budget is ``max_model_len``, as vLLM demands without chunking)."""
+    if budget is None:
+        return SchedulerConfig(max_model_len, max_num_seqs, enable_chunked_prefill=False,
+                               max_model_len=max_model_len)
+    return SchedulerConfig(budget, min(max_num_seqs, budget), max_model_len=max_model_len)
+
+
+# The trade-off experiment of notebook 06 and benchmarks/tradeoff.py: 32 decodes stream while
+# one 1,024-token prompt arrives at step 4; the budgets give chunks of 32 ... 256 tokens
+# (32 down to 4 chunks), so the prompt is chunked at every point.
+TRADEOFF_WORKLOAD = StallWorkload(num_decodes=32, decode_output_len=48, long_prompt_len=1024,
+                                  long_output_len=2, long_arrival_steps=(4,))
+TRADEOFF_BUDGETS = (64, 80, 96, 128, 160, 224, 288)
+
+
+def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
+                   repeats: int = 3, max_model_len: int = 2048, progress: bool = False,
+                   **kw: Any) -> list[TradeoffPoint]:
+    """The seed's trade-off as a controlled experiment: only the budget changes. For each
+    budget (interleaved over ``repeats`` rounds), the long prompt's TTFT and the decodes' P99
+    ITL. Budgets must leave the prompt room beside the decodes and still cut it in pieces
+    (``num_decodes < budget < num_decodes + long_prompt_len``)."""
+    for b in budgets:
+        check_int("budget", b, 1)
+        lo, hi = workload.num_decodes, workload.num_decodes + workload.long_prompt_len
+        if not lo < b < hi:
+            raise ValueError(f"budget must be in ({lo}, {hi}) so the {workload.long_prompt_len}"
+                             f"-token prompt is chunked beside {lo} decodes, got {b}")
+    tasks = {b: (lambda b=b: run_stall(model, workload, stall_config(b, max_model_len),
+                                       label=str(b), **kw)) for b in budgets}
+    if progress:
+        from tqdm.std import tqdm  # plain text: a stored notebook keeps its final state
+
+        bar = tqdm(total=len(tasks) * repeats, desc="measured runs", unit="run")
+        tasks = {b: (lambda f=f: (f(), bar.update())[0]) for b, f in tasks.items()}
+    runs = interleaved(tasks, repeats)
+    if progress:
+        bar.close()
+    points = []
+    for b, rs in runs.items():
+        chunks = [len(prefill_chunks(rs[0].step_log, o.request_id, workload.long_prompt_len))
+                  for o in rs[0].long_outputs]
+        points.append(TradeoffPoint(b, max(chunks), median_ci([r.long_ttft_median for r in rs]),
+                                    median_ci([r.p99_itl for r in rs]), rs))
+    return points
 
 
 # -- sweeps for the timing notebook (07) and benchmarks/gpu_sweep.py ----------------------
@@ -135,58 +273,60 @@ def time_prefill_step(model: Any, num_tokens: int, kv_len: int = 0, num_decodes:
     return float(np.median(times))
 
 
-def step_time_vs_tokens(model: Any, token_counts: Sequence[int], **kw: Any) -> list[float]:
-    """Step time for each token count: flat while the step is bound by reading weights
-    (memory), then linear once the arithmetic dominates (compute)."""
-    return [time_prefill_step(model, n, **kw) for n in token_counts]
+def step_time_vs_tokens(model: Any, token_counts: Sequence[int], repeats: int = 3,
+                        **kw: Any) -> list[Estimate]:
+    """Step time for each token count, median of ``repeats`` interleaved rounds with its
+    interval: flat while fixed per-step costs dominate, then growing with the arithmetic."""
+    runs = interleaved({n: (lambda n=n: time_prefill_step(model, n, iters=1, **kw))
+                        for n in token_counts}, repeats)
+    return [median_ci(runs[n]) for n in token_counts]
 
 
 def chunking_overhead(model: Any, prompt_len: int, chunk_sizes: Sequence[int],
-                      **kw: Any) -> dict[int, float]:
+                      repeats: int = 3, **kw: Any) -> dict[int, Estimate]:
     """Total prefill time of one ``prompt_len`` prompt cut into chunks of each size,
-    divided by the unchunked prefill time. Above 1.0: later chunks re-read the KV of
-    earlier chunks and each step pays fixed costs again."""
-    whole = time_prefill_step(model, prompt_len, **kw)
-    out: dict[int, float] = {}
+    divided by the unchunked prefill time measured in the same round; median over
+    ``repeats`` rounds with its interval. Above 1.0: later chunks re-read the KV of earlier
+    chunks and each step pays fixed costs again."""
     for c in chunk_sizes:
-        if c < 1:
-            raise ValueError(f"chunk sizes must be >= 1, got {c}")
-        total = sum(time_prefill_step(model, min(c, prompt_len - off), kv_len=off, **kw)
-                    for off in range(0, prompt_len, c))
-        out[c] = total / whole
-    return out
+        check_int("chunk size", c, 1)
+
+    def chunked(c: int) -> float:
+        return sum(time_prefill_step(model, min(c, prompt_len - off), kv_len=off, iters=1,
+                                     **kw) for off in range(0, prompt_len, c))
+
+    runs = interleaved({"whole": lambda: time_prefill_step(model, prompt_len, iters=1, **kw),
+                        **{c: (lambda c=c: chunked(c)) for c in chunk_sizes}}, repeats)
+    return {c: ratio_ci(runs[c], runs["whole"]) for c in chunk_sizes}
+
+
+def fit_step_time(token_counts: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
+    """``(fixed_s, per_token_s)`` of the line ``t(n) = fixed + per_token * n`` fitted over the
+    whole range by least squares on *relative* errors (a 1 ms step and a 1 s step count
+    alike). ``fixed / per_token`` is the step size whose arithmetic costs as much as the
+    fixed part: below it a step is about as dear whatever its size, above it time grows
+    with the tokens."""
+    n = np.asarray(token_counts, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if n.size < 3 or n.size != t.size:
+        raise ValueError("need at least 3 (tokens, seconds) pairs of equal length")
+    if np.any(t <= 0):
+        raise ValueError("seconds must all be > 0")
+    design = np.stack([np.ones_like(n), n], axis=1) / t[:, None]  # rows scaled by 1 / t
+    (fixed, per_token), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    return float(fixed), float(per_token)
 
 
 @dataclass
 class BudgetPoint:
+    """One run of a serving workload as a point of the dashboard's budget sweep (seconds)."""
+
     budget: int | None  # None: chunking off
     p50_itl: float
     p99_itl: float
-    ttft_p50: float
+    ttft_p50: float  # over every request
     ttft_p99: float
-
-
-def budget_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int | None],
-                 max_model_len: int = 2048, progress: bool = False,
-                 **kw: Any) -> list[BudgetPoint]:
-    """Run the stall workload once per budget (``None`` = chunking off, budget =
-    max_model_len) and collect the decodes' ITL and the long prompts' TTFT."""
-    points = []
-    it: Any = budgets
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(budgets, desc="budgets")
-    for b in it:
-        sc = (SchedulerConfig(max_model_len, 64, enable_chunked_prefill=False,
-                              max_model_len=max_model_len) if b is None else
-              SchedulerConfig(b, min(64, b), max_model_len=max_model_len))
-        r = run_stall(model, workload, sc, label=str(b), **kw)
-        ttfts = [o.metrics.ttft for o in r.long_outputs]
-        itl = r.decode_itl
-        points.append(BudgetPoint(b, float(np.percentile(itl, 50)), float(np.percentile(itl, 99)),
-                                  float(np.percentile(ttfts, 50)), float(np.percentile(ttfts, 99))))
-    return points
+    long_ttft: float = float("nan")  # median over the long prompts only
 
 
 # -- a measured serving workload: Poisson arrivals of mixed prompts (notebook 06) ----------
@@ -337,7 +477,8 @@ class MixedResult:
         itl, ttft = self.itl, self.ttft
         sc = self.scheduler_config
         return BudgetPoint(sc.max_num_batched_tokens if sc.enable_chunked_prefill else None,
-                           _pct(itl, 50), _pct(itl, 99), _pct(ttft, 50), _pct(ttft, 99))
+                           _pct(itl, 50), _pct(itl, 99), _pct(ttft, 50), _pct(ttft, 99),
+                           _pct(self.long_ttft, 50))
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -361,7 +502,8 @@ def run_mixed(model: Any, workload: MixedWorkload, scheduler_config: SchedulerCo
         eng.add_request(prompts[rid], SamplingParams(max_tokens=o), request_id=rid,
                         arrival_time=t)
     t0 = time.perf_counter()
-    outs = eng.run()
+    with gc_paused():
+        outs = eng.run()
     wall = time.perf_counter() - t0
     executor = eng.executor
     return MixedResult(label or _config_label(scheduler_config), scheduler_config, outs,
@@ -374,21 +516,3 @@ def _config_label(sc: SchedulerConfig) -> str:
         return f"no chunking (budget {sc.max_num_batched_tokens})"
     t = sc.long_prefill_token_threshold
     return f"chunked, budget {sc.max_num_batched_tokens}" + (f", threshold {t}" if t else "")
-
-
-def fit_step_time(token_counts: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
-    """``(fixed_s, per_token_s)`` of the model ``t(n) = max(fixed, per_token * n)``: the flat
-    part is the median time of the smallest third of the token counts; the slope is fitted
-    through the origin on the largest third. Their crossing ``fixed / per_token`` is where a
-    step turns from bound by fixed costs (weights read once, launches) to bound by
-    arithmetic."""
-    n = np.asarray(token_counts, dtype=float)
-    t = np.asarray(seconds, dtype=float)
-    if n.size < 3 or n.size != t.size:
-        raise ValueError("need at least 3 (tokens, seconds) pairs of equal length")
-    order = np.argsort(n)
-    n, t = n[order], t[order]
-    third = max(1, n.size // 3)
-    big = slice(n.size - third, None)
-    per_token = float((n[big] @ t[big]) / (n[big] @ n[big]))
-    return float(np.median(t[:third])), per_token

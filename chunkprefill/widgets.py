@@ -11,11 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib as mpl
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
-from matplotlib.font_manager import findfont
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.experiments import (
@@ -25,6 +22,7 @@ from chunkprefill.experiments import (
     mixed_scheduler_config,
     run_mixed,
 )
+from chunkprefill.timing import clock_label
 from chunkprefill.trace import (
     TraceRequest,
     TraceStep,
@@ -203,10 +201,10 @@ def _parse_device(label: str) -> tuple[str, str]:
 
 
 def timing_label(device_label: str) -> str:
-    """How a device's runs are timed, for every figure and summary that shows them."""
+    """How a device's runs are timed (``timing.clock_label``), for every figure and summary
+    that shows them."""
     device, _ = _parse_device(device_label)
-    return ("GPU timing, CUDA events" if device == "cuda"
-            else "CPU timing, perf_counter: not a GPU measurement")
+    return clock_label(device)
 
 
 @dataclass(frozen=True)
@@ -255,6 +253,7 @@ class ChunkDashboardData:
         self.model_config = model_config or ModelConfig.small()
         self.max_model_len = max_model_len
         self.seed = seed
+        self.budgets: tuple[int, ...] = DASH_BUDGETS  # the sweep every position shows
         self.runs: dict[DashboardKey, MixedResult] = {}
         self.pngs: dict[DashboardKey, bytes] = {}
         self._models: dict[str, Any] = {}
@@ -323,18 +322,47 @@ class ChunkDashboardData:
         """The no-chunking baseline of ``key``'s row: chunking off, threshold 0, the
         smallest dashboard budget that can hold the longest sequence."""
         need = self.workload_of(key).max_seq_len
-        budget = next((b for b in DASH_BUDGETS if b >= need), None)
+        budget = next((b for b in self.budgets if b >= need), None)
         if budget is None:
             return None
         return DashboardKey(*key.row, chunked=False, budget=budget, threshold=0)
+
+    def row_keys(self, key: DashboardKey) -> list[DashboardKey]:
+        """Every run ``key``'s picture draws: its row's sweep (the budget grid and any other
+        budget measured in the row, chunked, at ``key``'s threshold), the no-chunking
+        baseline, and ``key`` itself."""
+        threshold = key.threshold if key.chunked else 0
+        budgets = sorted({*self.budgets, *(k.budget for k in self.runs if k.row == key.row
+                                             and k.chunked and k.threshold == threshold)})
+        keys = [self.key(b, threshold, key.long_prompt_len, key.num_decodes, key.rate, True,
+                         key.device) for b in budgets]
+        ref = self.reference_key(key)
+        return list(dict.fromkeys([*keys, *([ref] if ref else []), key]))
+
+    def complete_row(self, key: DashboardKey, progress: Any = None) -> list[DashboardKey]:
+        """Measure what ``key``'s picture needs and is not cached yet, so its sweep panel is
+        never a lone point; then (re)draw the pictures of every position of the row, so
+        moving along it is a lookup. ``progress(done, total)`` is called after each run."""
+        todo = [k for k in self.row_keys(key) if k not in self.runs]
+        for i, k in enumerate(todo):
+            self.measure(k)
+            if progress is not None:
+                progress(i + 1, len(todo))
+        keys = self.row_keys(key)
+        for k in keys:
+            if k.chunked == key.chunked or k == key:
+                self.png(k)
+        return keys
 
     def precompute(self, budgets: Sequence[int] = DASH_BUDGETS, thresholds: Sequence[int] = (0,),
                    long_prompt_len: int | None = None, num_decodes: int | None = None,
                    rate: float | None = None, device: str | None = None,
                    progress: bool = True) -> list[DashboardKey]:
-        """Measure one workload's budget sweep (chunked, at each threshold; chunking off at
-        each budget that can hold the longest sequence, the no-chunking baseline among them),
-        then draw every position's picture. Returns the keys."""
+        """Make ``budgets`` the sweep grid and measure one workload's sweep at each
+        threshold (chunked; chunking off at each budget that can hold the longest sequence,
+        the no-chunking baseline among them), drawing every position's picture. A plain-text
+        progress bar (``tqdm``) keeps its final state in a stored notebook. Returns the keys."""
+        self.budgets = tuple(budgets)
         keys = [self.key(b, t, long_prompt_len, num_decodes, rate, True, device)
                 for t in thresholds for b in budgets]
         need = self.workload(long_prompt_len, num_decodes, rate).max_seq_len
@@ -342,20 +370,20 @@ class ChunkDashboardData:
                  for b in budgets if b >= need]
         ref = self.reference_key(keys[0]) if keys else None
         keys = list(dict.fromkeys([*keys, *([ref] if ref else [])]))
-        todo = [k for k in keys if k not in self.runs]
-        it: Any = todo
+        bar: Any = None
         if progress:
-            from tqdm.auto import tqdm
+            from tqdm.std import tqdm
 
-            it = tqdm(todo, desc="measuring runs", unit="run")
-        for k in it:
-            self.measure(k)
-        it = keys
-        if progress:
-            from tqdm.auto import tqdm
-
-            it = tqdm(keys, desc="drawing panels", unit="panel")
-        for k in it:
+            bar = tqdm(total=sum(k not in self.runs for k in keys), desc="measured runs",
+                       unit="run")
+        for k in keys:
+            if k not in self.runs:
+                self.measure(k)
+                if bar is not None:
+                    bar.update()
+        if bar is not None:
+            bar.close()
+        for k in keys:
             self.png(k)
         return keys
 
@@ -432,18 +460,23 @@ def chunk_dashboard_update(
     data: ChunkDashboardData, budget: int, threshold: int = 0,
     long_prompt_len: int | None = None, num_decodes: int | None = None,
     rate: float | None = None, chunked: bool = True, device: str | None = None,
+    progress: Any = None,
 ) -> DashboardView:
     """One dashboard position, as plain data. A configuration the scheduler refuses (e.g.
     chunking off with a budget below the longest sequence, or a threshold above
     ``max_model_len``) gives ``DashboardView(error=<the scheduler's ValueError text>)``;
-    a position outside the cache is measured now (seconds) and cached."""
+    a position whose row is not complete is measured now with the rest of its row (the sweep
+    panel is never a lone point; ``progress(done, total)`` hears of each run) and cached."""
     try:  # the scheduler judges the values as given (the key stores them canonically)
         mixed_scheduler_config(data.workload(long_prompt_len, num_decodes, rate), budget,
                                threshold, chunked, data.max_model_len)
         key = data.key(budget, threshold, long_prompt_len, num_decodes, rate, chunked, device)
     except ValueError as e:
         return DashboardView("", None, str(e), "refused")
-    source = "precomputed" if key in data.runs else "measured now"
+    source = ("precomputed" if key in data.pngs and all(k in data.runs for k in
+                                                          data.row_keys(key)) else "measured now")
+    if source == "measured now":
+        data.complete_row(key, progress)
     png = data.png(key)
     result = data.runs[key]
     return DashboardView(dashboard_summary(data, key, result), png, None, source, result)
@@ -486,14 +519,11 @@ def chunk_dashboard(data: ChunkDashboardData | None = None, budget: int = 256,
 
     def render(_change: object = None) -> None:
         values = {k: c.value for k, c in controls.items()}
-        try:
-            cached = data.key(**values) in data.runs
-        except ValueError:
-            cached = True  # refused: nothing to measure
-        if not cached:
-            text.value = ("<i>measuring this position on the toy model (not in the "
-                          "precomputed sweep; a few seconds)...</i>")
-        view = chunk_dashboard_update(data, **values)
+        def progress(done: int, total: int) -> None:
+            text.value = (f"<i>measuring this row's budget sweep on the toy model: run {done} "
+                          f"of {total} done (then every budget of the row is a lookup)...</i>")
+
+        view = chunk_dashboard_update(data, **values, progress=progress)
         if view.error is not None:
             text.value = ("<b>The scheduler refuses this configuration:</b>"
                           "<pre style='color:#a00; white-space:pre-wrap; word-break:normal'>"
@@ -501,7 +531,7 @@ def chunk_dashboard(data: ChunkDashboardData | None = None, budget: int = 256,
             image.value = b""
             image.layout.display = "none"
             return
-        note = "" if view.source == "precomputed" else " (measured just now, now cached)"
+        note = "" if view.source == "precomputed" else " (its row measured just now, now cached)"
         text.value = (f"<pre style='font-size:11px'>{html.escape(view.text)}</pre>"
                       f"<i style='font-size:11px'>source: {view.source}{note}</i>")
         image.value = view.png  # type: ignore[assignment]
@@ -514,106 +544,17 @@ def chunk_dashboard(data: ChunkDashboardData | None = None, budget: int = 256,
     return w.VBox([w.HBox([box, text]), image])
 
 
-# ------------------------------------------------------------------ fast PNGs of figures
-# Matplotlib 3.11 lays out and rasterises every glyph of every string on each draw (about
-# 0.15 ms a glyph here), so a figure's text alone costs ~100 ms per PNG. A slider moves the
-# data, not the words: titles, axis labels, tick labels and the legend come back identical.
-# ``figure_png`` therefore draws with a renderer that keeps each distinct string's measured
-# size and its rasterised pixels, and blits the cached pixels on later draws.
-
-
-class _TextCachingRenderer(RendererAgg):
-    """``RendererAgg`` that caches text: sizes by (string, font, dpi), pixels by (string,
-    font, dpi, colour, angle). A string is placed at the nearest whole pixel (Agg itself
-    places glyphs at sub-pixel positions: a difference of at most half a pixel)."""
-
-    _sizes: dict[tuple[Any, ...], tuple[float, float, float]] = {}
-    _stamps: dict[tuple[Any, ...], tuple[np.ndarray, int, int]] = {}
-    _MAX_ENTRIES = 4096
-
-    def __init__(self, width: float, height: float, dpi: float) -> None:
-        super().__init__(width, height, dpi)
-        self._settings = (dpi, mpl.rcParams["text.hinting"], mpl.rcParams["text.hinting_factor"])
-        self._font_files: dict[int, str] = {}  # by hash(prop), for this draw
-
-    def _key(self, s: str, prop: Any, *extra: Any) -> tuple[Any, ...]:
-        h = hash(prop)
-        if h not in self._font_files:
-            self._font_files[h] = findfont(prop)
-        return (s, h, self._font_files[h], self._settings, *extra)
-
-    def get_text_width_height_descent(self, s: str, prop: Any, ismath: Any) -> Any:
-        if ismath:
-            return super().get_text_width_height_descent(s, prop, ismath)
-        key = self._key(s, prop)
-        if key not in self._sizes:
-            if len(self._sizes) > self._MAX_ENTRIES:
-                self._sizes.clear()
-            self._sizes[key] = super().get_text_width_height_descent(s, prop, ismath)
-        return self._sizes[key]
-
-    def draw_text(self, gc: Any, x: float, y: float, s: str, prop: Any, angle: float,
-                  ismath: Any = False, mtext: Any = None) -> None:
-        plain = (not ismath and not (gc.get_forced_alpha() and gc.get_alpha() != 1.0)
-                 and (mtext is None or (not mtext.get_fontfeatures()
-                                        and not mtext.get_language())))
-        if not plain:
-            super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
-            return
-        rgba = tuple(gc.get_rgb())
-        key = self._key(s, prop, rgba, gc.get_antialiased(), float(angle))
-        if key not in self._stamps:
-            if len(self._stamps) > self._MAX_ENTRIES:
-                self._stamps.clear()
-            self._stamps[key] = self._render_stamp(gc, s, prop, angle)
-        stamp, left, top = self._stamps[key]
-        if stamp.size:  # y is measured down from the top; draw_image's up from the bottom
-            self.draw_image(gc, round(x) + left, self.height - (round(y) + top) - stamp.shape[0],
-                            stamp)
-
-    def _render_stamp(self, gc: Any, s: str, prop: Any,
-                      angle: float) -> tuple[np.ndarray, int, int]:
-        """``s`` drawn alone with its origin on a whole pixel, cropped to its ink: the pixels
-        and the offset of their top-left corner from the origin."""
-        w, h, _ = self.get_text_width_height_descent(s, prop, False)
-        half = int(np.ceil(w + h)) + 2
-        scratch = RendererAgg(2 * half, 2 * half, self.dpi)
-        gc1 = scratch.new_gc()
-        gc1.set_foreground(gc.get_rgb(), isRGBA=len(gc.get_rgb()) == 4)
-        gc1.set_antialiased(gc.get_antialiased())
-        RendererAgg.draw_text(scratch, gc1, half, half, s, prop, angle)
-        gc1.restore()
-        pixels = np.asarray(scratch.buffer_rgba())
-        rows, cols = np.nonzero(pixels[..., 3])
-        if not len(rows):
-            return np.zeros((0, 0, 4), np.uint8), 0, 0
-        r0, r1, c0, c1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
-        stamp = np.ascontiguousarray(pixels[r0:r1, c0:c1][::-1])  # draw_image: bottom row first
-        return stamp, int(c0) - half, int(r0) - half
-
-
-class _TextCachingCanvas(FigureCanvasAgg):
-    def get_renderer(self) -> RendererAgg:
-        w, h = self.get_width_height(physical=True)
-        key = w, h, self.figure.dpi
-        if self._lastKey != key:
-            self.renderer = _TextCachingRenderer(w, h, self.figure.dpi)
-            self._lastKey = key
-        return self.renderer
+# ------------------------------------------------------------------ PNGs of figures
 
 
 def figure_png(fig: Figure, dpi: int = 72) -> bytes:
-    """PNG bytes of a figure, for an ``ipywidgets.Image`` (works without a kernel). Drawn as
-    ``savefig`` would, but on a text-caching Agg canvas lent to the figure for the call (the
-    figure keeps its own canvas, and a notebook's backend is untouched)."""
+    """PNG bytes of a figure, for an ``ipywidgets.Image`` (it shows without a kernel, on the
+    web too). Plain ``savefig``; zlib level 1 halves the encoding time of the default level
+    for a few % more bytes. Redraws stay fast because the figures are built for it: the
+    trace panel redraws one figure in place, its cell numbers are stamped outlines
+    (``viz.trace.CellNumbers``), and the dashboard's pictures are drawn once, ahead of time."""
     buf = io.BytesIO()
-    canvas = fig.canvas
-    try:
-        # zlib level 1: half the encoding time of the default 6, a few % more bytes
-        _TextCachingCanvas(fig).print_figure(buf, format="png", dpi=dpi,
-                                             pil_kwargs={"compress_level": 1})
-    finally:
-        fig.set_canvas(canvas)
+    fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
 
 

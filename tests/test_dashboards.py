@@ -70,18 +70,31 @@ def test_latency_cdf_marks_percentiles():
 
 
 def test_budget_sweep_plot_and_the_no_chunk_point():
-    pts = [BudgetPoint(64, 0.01, 0.02, 0.5, 0.9), BudgetPoint(16, 0.005, 0.01, 1.0, 2.0),
-           BudgetPoint(None, 0.05, 0.3, 0.3, 0.4)]
+    pts = [BudgetPoint(64, 0.01, 0.02, 0.5, 0.9, 0.7), BudgetPoint(16, 0.005, 0.01, 1.0, 2.0, 1.5),
+           BudgetPoint(None, 0.05, 0.3, 0.3, 0.4, 0.35)]
     ax = viz.plot_budget_sweep(pts, current=16).axes[0]
-    p99 = next(ln for ln in ax.lines if ln.get_label() == "P99 ITL")
+    p99 = next(ln for ln in ax.lines if ln.get_label() == "P99 ITL (all gaps)")
     assert p99.get_xdata().tolist() == [16, 64] and p99.get_ydata().tolist() == [10, 20]
-    ttft = next(ln for ln in ax.lines if ln.get_label() == "median TTFT")
-    assert ttft.get_ydata().tolist() == [1000, 500]
+    long = next(ln for ln in ax.lines if ln.get_label().startswith("long prompts' TTFT"))
+    assert long.get_ydata().tolist() == [1500, 700]
     off = [ln for ln in ax.lines if ln.get_mfc() == "white"]
-    assert sorted(ln.get_ydata()[0] for ln in off) == pytest.approx([300, 300, 400])
+    assert sorted(ln.get_ydata()[0] for ln in off) == pytest.approx([300, 300, 350])
     assert [t.get_text() for t in ax.get_xticklabels()][-1] == "no\nchunking"
-    texts = " ".join(t.get_text() for t in ax.texts)
-    assert "lower P99 ITL" in texts and "lower TTFT" in texts  # the trade-off, named
+    assert not ax.texts  # single runs: no trend captioned on the plot
+
+
+def test_tradeoff_plot_shows_medians_and_intervals():
+    from chunkprefill.experiments import TradeoffPoint
+    from chunkprefill.stats import Estimate
+
+    pts = [TradeoffPoint(96, 4, Estimate(0.2, 0.19, 0.22, 3), Estimate(0.03, 0.029, 0.031, 3), []),
+           TradeoffPoint(48, 8, Estimate(0.3, 0.28, 0.33, 3), Estimate(0.02, 0.019, 0.02, 3), [])]
+    left, right = viz.plot_tradeoff(pts, "CPU thread time").axes
+    assert left.lines[0].get_xdata().tolist() == [48, 96]
+    assert left.lines[0].get_ydata().tolist() == pytest.approx([300, 200])
+    assert right.lines[0].get_ydata().tolist() == pytest.approx([20, 30])
+    assert [t.get_text() for t in left.get_xticklabels()] == ["48\n(8)", "96\n(4)"]
+    assert "CPU thread time" in left.figure.texts[0].get_text()
 
 
 def test_step_tokens_bars_are_steps_on_the_clock():
@@ -103,12 +116,15 @@ def test_step_tokens_bars_are_steps_on_the_clock():
 
 def test_timing_plots_carry_their_timing_label():
     n = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    t = [max(0.01, 0.0002 * x) for x in n]
-    ax = viz.plot_step_time_vs_tokens(n, t, "CPU timing, perf_counter").axes[0]
-    assert "CPU timing" in ax.get_title() and ax.lines[0].get_xdata().tolist() == n
-    assert any("knee ~50 tokens" in x.get_text() for x in ax.texts)
-    ax = viz.plot_chunking_overhead({256: 1.3, 512: 1.1}, 1024, "GPU timing").axes[0]
-    assert [p.get_height() for p in ax.patches] == [1.3, 1.1] and "GPU timing" in ax.get_title()
+    t = [0.01 + 0.0002 * x for x in n]
+    ax = viz.plot_step_time_vs_tokens(n, t, "CPU thread time").axes[0]
+    assert "CPU thread time" in ax.get_title()
+    assert any("parts equal at 50 tokens" in x.get_text() for x in ax.texts)
+    from chunkprefill.stats import Estimate
+
+    ests = {256: Estimate(1.3, 1.2, 1.5, 3), 512: Estimate(1.1, 1.0, 1.2, 3)}
+    ax = viz.plot_chunking_overhead(ests, 1024, "GPU time").axes[0]
+    assert [p.get_height() for p in ax.patches] == [1.3, 1.1] and "GPU time" in ax.get_title()
     ax = viz.plot_tile_effect([240, 256, 272], [0.24, 0.256, 0.30], "X").axes[0]
     assert ax.lines[0].get_ydata().tolist() == pytest.approx([1000, 1000, 1102.94], rel=1e-4)
 
@@ -121,31 +137,38 @@ def test_precomputed_positions_are_read_not_measured(data):
         v = widgets.chunk_dashboard_update(data, b)
         assert v.error is None and v.source == "precomputed" and png_ok(v.png)
         assert v.png is data.pngs[data.key(b)]
-        assert f"budget {b}," in v.text and "CPU timing" in v.text
+        assert f"budget {b}," in v.text and "CPU thread time" in v.text
     ref = data.reference_key(data.key(16))
     assert ref.budget == 64 and not ref.chunked and ref in data.runs  # smallest budget >= 52
     assert [p.budget for p in data.sweep_points(data.key(16))] == [16, 32, 64, None]
 
 
-def test_off_grid_position_is_measured_once_then_cached(data):
-    v = widgets.chunk_dashboard_update(data, 8, threshold=4)
+def test_off_grid_position_is_measured_with_its_row_then_cached(data):
+    calls = []
+    v = widgets.chunk_dashboard_update(data, 8, threshold=4,
+                                       progress=lambda done, total: calls.append((done, total)))
     assert v.error is None and v.source == "measured now" and png_ok(v.png)
     assert "threshold 4" in v.text
+    # The sweep panel of a new threshold is a whole sweep, never a lone point: the grid's
+    # budgets at threshold 4 were measured too, and the no-chunking baseline is there.
+    assert [p.budget for p in data.sweep_points(data.key(8, 4))] == [8, 16, 32, 64, None]
+    assert calls[-1][0] == calls[-1][1] >= 4
     again = widgets.chunk_dashboard_update(data, 8, threshold=4)
     assert again.source == "precomputed" and again.png == v.png
+    other = widgets.chunk_dashboard_update(data, 32, threshold=4)  # a lookup along the row
+    assert other.source == "precomputed"
 
 
 def test_smallest_budget():
-    # Separate data: measuring a new budget re-draws the row's panels (their sweep changed).
     d = widgets.ChunkDashboardData(BASE, ModelConfig.tiny())
-    small = widgets.DASH_BUDGETS[0]
-    v = widgets.chunk_dashboard_update(d, small)
-    assert v.error is None and max(s.num_tokens for s in v.result.step_log) <= small
+    d.precompute(budgets=PRE_BUDGETS, progress=False)
+    before = d.pngs[d.key(16)]
     v1 = widgets.chunk_dashboard_update(d, 1)  # the smallest legal budget: one token a step
     assert v1.error is None and max(s.num_tokens for s in v1.result.step_log) == 1
     assert v1.result.scheduler_config.max_num_seqs == 1
-    assert d.key(small) in d.runs and not any(k.row == d.key(1).row and k.budget == small
-                                               for k in d.pngs)  # stale panel dropped
+    # The row's other panels were redrawn: their sweep gained the point at budget 1.
+    assert [p.budget for p in d.sweep_points(d.key(16))] == [1, 16, 32, 64, None]
+    assert d.pngs[d.key(16)] != before
 
 
 def test_threshold_zero_and_max(data):
@@ -196,12 +219,12 @@ def test_dashboard_figure_shows_sweep_cdfs_and_tokens(data):
     fig = data.figure(data.key(32))
     assert isinstance(fig, Figure) and len(fig.axes) == 4
     sweep, itl, ttft, tokens = fig.axes
-    assert "trade-off" in sweep.get_title() and "ITL" in itl.get_title()
+    assert "one run per budget" in sweep.get_title() and "ITL" in itl.get_title()
     assert "TTFT" in ttft.get_title()
     legend = [t.get_text() for t in itl.get_legend().get_texts()]
     assert legend[0].startswith("budget 32:") and legend[1].startswith("no chunking (64):")
     assert len([c for c in tokens.collections if isinstance(c, EventCollection)]) == 5
-    assert "CPU timing" in fig.get_suptitle()
+    assert "CPU thread time" in fig.get_suptitle()
 
 
 def test_dashboard_widget_builds_and_rerenders(data):

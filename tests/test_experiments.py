@@ -13,15 +13,19 @@ from chunkprefill.experiments import (
     BudgetPoint,
     MixedWorkload,
     StallWorkload,
-    budget_sweep,
     chunking_overhead,
+    compare_stall,
     fit_step_time,
     mixed_scheduler_config,
+    prefill_chunks,
     run_mixed,
     run_stall,
+    stall_config,
     step_time_vs_tokens,
     time_prefill_step,
+    tradeoff_sweep,
 )
+from chunkprefill.stats import Estimate
 
 SMALL = dict(num_decodes=4, decode_prompt_len=6, decode_output_len=5, num_long=2,
              long_prompt_len=40, vocab_size=512, rate=500.0)
@@ -147,25 +151,71 @@ def test_run_stall_itl_of_each_decode_is_the_step_time(tiny):
 # ----------------------------------------------------------------------------- sweeps
 
 
-def test_sweeps_return_one_value_per_setting(tiny):
-    times = step_time_vs_tokens(tiny, [1, 8, 32], iters=1, warmup=0)
-    assert len(times) == 3 and all(t > 0 for t in times)
+def test_sweeps_return_one_estimate_per_setting(tiny):
+    times = step_time_vs_tokens(tiny, [1, 8, 32], repeats=2, warmup=0)
+    assert len(times) == 3 and all(isinstance(t, Estimate) and t.n == 2 for t in times)
+    assert all(0 < t.low <= t.median <= t.high for t in times)
     assert time_prefill_step(tiny, 16, kv_len=16, num_decodes=2, decode_kv_len=8,
                              iters=1, warmup=0) > 0
-    oh = chunking_overhead(tiny, 48, [16, 48], iters=1, warmup=0)
-    assert set(oh) == {16, 48} and all(v > 0 for v in oh.values())
-    wl = StallWorkload(num_decodes=2, decode_prompt_len=4, decode_output_len=6,
-                       long_prompt_len=32, long_arrival_steps=(2,), vocab_size=512)
-    pts = budget_sweep(tiny, wl, [None, 16], max_model_len=64)
-    assert [p.budget for p in pts] == [None, 16]
-    assert all(p.p50_itl <= p.p99_itl for p in pts)
+    oh = chunking_overhead(tiny, 48, [16, 48], repeats=2, warmup=0)
+    assert set(oh) == {16, 48} and all(v.median > 0 and v.n == 2 for v in oh.values())
+    with pytest.raises(ValueError, match="chunk size"):
+        chunking_overhead(tiny, 48, [0])
 
 
-def test_fit_step_time_recovers_flat_then_linear():
+TRADE = StallWorkload(num_decodes=2, decode_prompt_len=4, decode_output_len=24,
+                      long_prompt_len=36, long_output_len=2, long_arrival_steps=(2,),
+                      vocab_size=512)
+
+
+def test_tradeoff_sweep_changes_only_the_budget(tiny):
+    pts = tradeoff_sweep(tiny, TRADE, [8, 14], repeats=2, max_model_len=64)
+    assert [p.budget for p in pts] == [8, 14]
+    # Hand-derived: 2 decodes leave budget - 2 tokens per step for the 36-token prompt.
+    assert [p.num_chunks for p in pts] == [6, 3]
+    for p in pts:
+        assert len(p.runs) == 2 and p.long_ttft.n == p.p99_itl.n == 2
+        assert p.long_ttft.median == pytest.approx(np.median([r.long_ttft_median
+                                                              for r in p.runs]))
+        chunks = prefill_chunks(p.runs[0].step_log, "long0", 36)
+        assert sum(chunks) == 36 and max(chunks) == p.budget - 2
+    for bad in (2, 38, 0):  # no room beside the decodes / not chunked / not a budget
+        with pytest.raises(ValueError, match="budget"):
+            tradeoff_sweep(tiny, TRADE, [bad], repeats=1, max_model_len=64)
+
+
+def test_compare_stall_pairs_ratios_by_repeat(tiny):
+    configs = {"off": stall_config(None, 64), "on": stall_config(8, 64)}
+    cmp = compare_stall(tiny, TRADE, configs, repeats=3)
+    assert {k: len(v) for k, v in cmp.runs.items()} == {"off": 3, "on": 3}
+    ratios = [a.p99_itl / b.p99_itl for a, b in zip(cmp.runs["off"], cmp.runs["on"])]
+    assert cmp.ratio("p99_itl", "off", "on").median == pytest.approx(np.median(ratios))
+    assert cmp.step_clock == "thread"  # one torch thread: the stepping thread's CPU time
+    with pytest.raises(ValueError, match="metric"):
+        cmp.ratio("ttft", "off", "on")
+
+
+def test_fit_step_time_recovers_a_line_over_the_whole_range():
     n = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
-    t = np.maximum(0.010, 0.0002 * n)  # flat 10 ms, then 0.2 ms/token: knee at 50 tokens
+    t = 0.010 + 0.0002 * n  # 10 ms fixed, 0.2 ms/token: the parts are equal at 50 tokens
     fixed, per_token = fit_step_time(n, t)
     assert fixed == pytest.approx(0.010) and per_token == pytest.approx(0.0002)
     assert fixed / per_token == pytest.approx(50)
+    # Relative errors: a 10% error on the smallest step weighs like 10% on the largest.
+    t_noisy = t * np.where(n == 1, 1.1, 1.0)
+    f2, _ = fit_step_time(n, t_noisy)
+    assert 0.010 < f2 < 0.0105
     with pytest.raises(ValueError):
         fit_step_time([1, 2], [0.1, 0.2])
+    with pytest.raises(ValueError, match="> 0"):
+        fit_step_time([1, 2, 3], [0.1, 0.0, 0.2])
+
+
+def test_stall_workload_as_a_trace_schedules_like_the_engine(tiny):
+    from chunkprefill import run_trace
+
+    sc = stall_config(12, 64)
+    r = run_stall(tiny, TRADE, sc)
+    steps = run_trace(TRADE.trace_requests(), sc, TRADE.cache_config())
+    assert [s.num_scheduled_tokens for s in steps] == [s.num_scheduled_tokens
+                                                       for s in r.step_log]

@@ -20,6 +20,7 @@ from chunkprefill.viz.latency import (  # noqa: F401
     plot_step_tokens,
     plot_tile_effect,
     plot_token_times,
+    plot_tradeoff,
 )
 from chunkprefill.viz.style import (  # noqa: F401
     COLORS,

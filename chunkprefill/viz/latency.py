@@ -172,7 +172,7 @@ class _Point(Protocol):
     budget: int | None
     p99_itl: float
     ttft_p50: float
-    ttft_p99: float
+    long_ttft: float
 
 
 def plot_budget_sweep(
@@ -181,17 +181,18 @@ def plot_budget_sweep(
     ax: Axes | None = None,
     title: str | None = None,
 ) -> Figure:
-    """The chunk-size trade-off: x = token budget (log2), y = P99 ITL and median / P99 TTFT
-    (ms, log). Smaller budgets (smaller chunks) protect the decodes' ITL but spread a long
-    prompt over more steps, so TTFT grows; bigger budgets do the opposite. A point with
-    ``budget=None`` (chunking off) is drawn at the right edge as its own marker; ``current``
-    marks the budget a dashboard shows."""
+    """One run per budget of a serving workload (the dashboard's sweep): x = token budget
+    (log2), y = P99 ITL, the long prompts' median TTFT and every request's median TTFT (ms,
+    log). A point with ``budget=None`` (chunking off) is drawn at the right edge as its own
+    hollow marker; ``current`` marks the budget a dashboard shows. Single runs: no claim of a
+    trend is drawn on it (``plot_tradeoff`` shows the repeated, controlled sweep)."""
     fig, ax = figure_and_axes(ax, (6.2, 3.8))
     chunked = sorted((p for p in points if p.budget is not None), key=lambda p: p.budget)
     off = [p for p in points if p.budget is None]
-    series = [("p99_itl", "P99 ITL", "tab:blue", "-", "^"),
-              ("ttft_p50", "median TTFT", "tab:orange", "-", "o"),
-              ("ttft_p99", "P99 TTFT", "tab:orange", "--", "v")]
+    series = [("p99_itl", "P99 ITL (all gaps)", "tab:blue", "-", "^"),
+              ("long_ttft", "long prompts' TTFT (median)", "tab:red", "-", "s"),
+              ("ttft_p50", "median TTFT (all requests)", "tab:orange", "--", "o")]
+    series = [x for x in series if all(np.isfinite(getattr(p, x[0])) for p in points)]
     xs = [p.budget for p in chunked]
     for attr, label, color, ls, marker in series:
         if chunked:
@@ -215,43 +216,75 @@ def plot_budget_sweep(
         ax.axvline(current, color="k", lw=1.2, alpha=0.35, zorder=0)
     ax.set_xlabel("token budget per step (max_num_batched_tokens)")
     ax.set_ylabel("ms (log scale)")
-    ax.set_title(title or "Chunk-size trade-off (budget sweep)")
-    ax.annotate("", xy=(0.03, -0.30), xytext=(0.47, -0.30), xycoords="axes fraction",
-                arrowprops={"arrowstyle": "->", "color": "tab:blue"})
-    ax.text(0.25, -0.36, "smaller chunks: lower P99 ITL", transform=ax.transAxes,
-            ha="center", va="top", fontsize=7, color="tab:blue")
-    ax.annotate("", xy=(0.97, -0.30), xytext=(0.53, -0.30), xycoords="axes fraction",
-                arrowprops={"arrowstyle": "->", "color": "tab:orange"})
-    ax.text(0.75, -0.36, "bigger chunks: lower TTFT", transform=ax.transAxes, ha="center",
-            va="top", fontsize=7, color="tab:orange")
+    ax.set_title(title or "Budget sweep: one run per budget")
     ax.legend(loc="best", fontsize=7, framealpha=0.85)
     return fig
 
 
+class _TradeoffPoint(Protocol):
+    budget: int
+    num_chunks: int
+    long_ttft: Any  # Estimate
+    p99_itl: Any  # Estimate
+
+
+def plot_tradeoff(points: Sequence[_TradeoffPoint], timing_label: str,
+                  title: str | None = None) -> Figure:
+    """The seed's trade-off, measured: per token budget, the long prompt's own TTFT (left)
+    and the decodes' P99 ITL (right), medians over repeats with their 95% intervals. The
+    x ticks name the budget and how many chunks the prompt took."""
+    fig = Figure(figsize=(10.5, 3.7), layout="constrained")
+    left, right = fig.subplots(1, 2, sharex=True)
+    pts = sorted(points, key=lambda p: p.budget)
+    xs = [p.budget for p in pts]
+    for ax, attr, color, name in ((left, "long_ttft", "tab:red", "long prompt's TTFT"),
+                                  (right, "p99_itl", "tab:blue", "decodes' P99 ITL")):
+        mid, err = _mid_and_err([getattr(p, attr) for p in pts], 1e3)
+        ax.errorbar(xs, mid, yerr=err, fmt="o-", color=color, ms=4, capsize=3, lw=1.2)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [f"{p.budget}\n({p.num_chunks})" for p in pts], fontsize=7)
+        ax.minorticks_off()
+        ax.set_ylim(0, max(mid + err[1]) * 1.1)
+        ax.set_ylabel(f"{name} (ms)")
+        ax.set_title(f"{name}: median, 95% interval", fontsize=9)
+        ax.set_xlabel("token budget (chunks the prompt took)")
+    fig.suptitle(title or f"Only the budget changes [{timing_label}]", fontsize=10)
+    return fig
+
+
+def _mid_and_err(values: Sequence[Any], scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Medians and asymmetric error bars of ``Estimate``-like values (``median``, ``low``,
+    ``high``); plain numbers get no bar."""
+    mid = np.array([getattr(v, "median", v) for v in values], dtype=float) * scale
+    lo = np.array([getattr(v, "low", getattr(v, "median", v)) for v in values]) * scale
+    hi = np.array([getattr(v, "high", getattr(v, "median", v)) for v in values]) * scale
+    return mid, np.stack([mid - lo, hi - mid])
+
+
 def plot_step_time_vs_tokens(
     token_counts: Sequence[int],
-    seconds: Sequence[float],
+    seconds: Sequence[Any],
     timing_label: str,
     ax: Axes | None = None,
 ) -> Figure:
-    """Step time against the tokens in the step, log-log, with the fitted flat part (fixed
-    cost per step) and linear part (cost per token) and their crossing. ``timing_label``
-    says what clock measured it (e.g. "CPU, perf_counter"): it goes into the title."""
+    """Step time against the tokens in the step, log-log: medians with their intervals
+    (``Estimate``s or plain seconds), and the line ``fixed + per_token * n`` fitted over the
+    whole range (``experiments.fit_step_time``), with the step size where its two parts are
+    equal. ``timing_label`` names the clock; it goes into the title."""
     from chunkprefill.experiments import fit_step_time
 
     n = np.asarray(token_counts, dtype=float)
-    t = np.asarray(seconds, dtype=float) * 1e3
+    t, err = _mid_and_err(seconds, 1e3)
     fixed, slope = fit_step_time(n, t / 1e3)
     knee = fixed / slope
     fig, ax = figure_and_axes(ax, (6.4, 3.8))
-    ax.plot(n, t, "o-", color="k", label="measured step time", zorder=3)
+    ax.errorbar(n, t, yerr=err, fmt="o", color="k", ms=4, capsize=2,
+                label="measured (median, 95% interval)", zorder=3)
     grid = np.geomspace(max(1.0, n.min()), n.max(), 100)
-    ax.plot(grid, np.full_like(grid, fixed * 1e3), "--", color="tab:green",
-            label=f"flat: {fixed * 1e3:.1f} ms per step (fixed costs)")
-    ax.plot(grid, slope * grid * 1e3, "--", color="tab:red",
-            label=f"linear: {slope * 1e6:.0f} us per token (arithmetic)")
+    ax.plot(grid, (fixed + slope * grid) * 1e3, "-", color="tab:red", lw=1.2,
+            label=f"fit: {fixed * 1e3:.1f} ms + {slope * 1e6:.0f} us x tokens")
     ax.axvline(knee, color="0.5", lw=0.8, ls=":")
-    ax.text(knee, 0.03, f" knee ~{knee:.0f} tokens", transform=ax.get_xaxis_transform(),
+    ax.text(knee, 0.03, f" parts equal at {knee:.0f} tokens", transform=ax.get_xaxis_transform(),
             fontsize=8, va="bottom", color="0.3")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -259,30 +292,33 @@ def plot_step_time_vs_tokens(
     _plain_log_ticks(ax.yaxis)
     ax.set_xlabel("tokens in the step (log scale)")
     ax.set_ylabel("step time (ms, log)")
-    ax.set_title(f"Step time vs tokens [{timing_label}]")
+    ax.set_title(f"Step time vs tokens\n[{timing_label}]", fontsize=9)
     ax.legend(loc="upper left", fontsize=8)
     return fig
 
 
 def plot_chunking_overhead(
-    ratios: Mapping[int, float],
+    ratios: Mapping[int, Any],
     prompt_len: int,
     timing_label: str,
     ax: Axes | None = None,
 ) -> Figure:
     """Total prefill time of one prompt cut into chunks, over its unchunked time, per chunk
-    size. Above 1: each chunk re-reads the KV of the chunks before it and pays the fixed
-    per-step costs again; the smaller the chunk, the more often."""
+    size (``Estimate``s with their intervals, or plain ratios). Above 1: each chunk re-reads
+    the KV of the chunks before it and pays the fixed per-step costs again."""
     fig, ax = figure_and_axes(ax, (5.6, 3.4))
     sizes = list(ratios)
-    vals = [ratios[c] for c in sizes]
+    vals, err = _mid_and_err([ratios[c] for c in sizes])
     bars_ = ax.bar([str(c) for c in sizes], vals, color="tab:purple", alpha=0.8)
-    ax.bar_label(bars_, [f"{v:.2f}x" for v in vals], fontsize=8)
+    if np.any(err):
+        ax.errorbar(range(len(sizes)), vals, yerr=err, fmt="none", ecolor="k", capsize=3)
+    ax.bar_label(bars_, [f"{v:.2f}x" for v in vals], fontsize=8, label_type="center",
+                 color="white")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xlabel("chunk size (tokens)")
     ax.set_ylabel("chunked / unchunked time")
-    ax.set_ylim(0, max([*vals, 1.0]) * 1.2)
-    ax.set_title(f"Chunking overhead, {prompt_len}-token prompt [{timing_label}]")
+    ax.set_ylim(0, max([*(vals + err[1]), 1.0]) * 1.15)
+    ax.set_title(f"Chunking overhead, {prompt_len}-token prompt\n[{timing_label}]", fontsize=9)
     return fig
 
 

@@ -3,6 +3,7 @@ computed tokens. Inputs are ``run_trace`` steps; nothing here is timed."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -12,9 +13,11 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import ListedColormap, to_rgba
 from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
+from matplotlib.path import Path
+from matplotlib.textpath import TextPath
 from matplotlib.ticker import MaxNLocator, NullLocator
+from matplotlib.transforms import Affine2D, IdentityTransform
 
 from chunkprefill.trace import TraceRequest, TraceStep
 from chunkprefill.viz.style import (
@@ -148,12 +151,21 @@ def timeline_grid(
     return ids, kinds, tokens
 
 
+@functools.lru_cache(maxsize=1024)
+def _label_path(s: str, fontsize: float) -> Path:
+    """The outline of ``s`` (``TextPath``, in points), centred on the origin."""
+    path = TextPath((0, 0), s, size=fontsize)
+    (x0, y0), (x1, y1) = path.get_extents().get_points()
+    return path.transformed(Affine2D().translate(-(x0 + x1) / 2, -(y0 + y1) / 2))
+
+
 class CellNumbers(Artist):
     """Short strings centred on data points, drawn as one artist: the token counts in a
     timeline's cells. Hundreds of ``Text`` artists would each be built, laid out and
-    measured; this one measures each distinct string once per draw and hands the renderer
-    the strings directly. ``positions`` is ``(n, 2)`` in data coordinates, ``labels`` the n
-    strings."""
+    rasterised glyph by glyph on every draw. Here each distinct string becomes one outline
+    (``TextPath``, cached) and the renderer stamps it at all its positions in one
+    ``draw_markers`` call (Agg rasterises a marker once). ``positions`` is ``(n, 2)`` in data
+    coordinates, ``labels`` the n strings."""
 
     def __init__(self, positions: Any, labels: Sequence[str], fontsize: float = 8,
                  color: Any = "white") -> None:
@@ -163,26 +175,26 @@ class CellNumbers(Artist):
         if len(self.labels) != len(self.positions):
             raise ValueError("one label per position")
         self.color = to_rgba(color)
-        self.prop = FontProperties(size=fontsize)
+        self.fontsize = fontsize
         self.set_in_layout(False)  # a layout engine need not measure hundreds of labels
 
     def draw(self, renderer: Any) -> None:
         if not self.get_visible() or not self.labels:
             return
         xy = self.get_transform().transform(self.positions)
-        size = {s: renderer.get_text_width_height_descent(s, self.prop, ismath=False)
-                for s in set(self.labels)}
-        _, canvas_h = renderer.get_canvas_width_height()
+        by_label: dict[str, list[int]] = {}
+        for k, s in enumerate(self.labels):
+            by_label.setdefault(s, []).append(k)
+        scale = Affine2D().scale(renderer.points_to_pixels(1.0))
         renderer.open_group("cell_numbers", gid=self.get_gid())
         gc = renderer.new_gc()
         gc.set_foreground(self.color, isRGBA=True)
         gc.set_alpha(self.get_alpha())
+        gc.set_linewidth(0)
         self._set_gc_clip(gc)
-        for (x, y), s in zip(xy, self.labels, strict=True):
-            w, h, d = size[s]
-            baseline = y - h / 2 + d  # centred like Text(ha="center", va="center")
-            renderer.draw_text(gc, x - w / 2, canvas_h - baseline if renderer.flipy()
-                               else baseline, s, self.prop, 0.0, ismath=False)
+        for s, idx in by_label.items():
+            renderer.draw_markers(gc, _label_path(s, self.fontsize), scale, Path(xy[idx]),
+                                  IdentityTransform(), self.color)
         gc.restore()
         renderer.close_group("cell_numbers")
         self.stale = False
