@@ -78,6 +78,17 @@ def _physical_memory_bytes() -> float:
         return 16 * GB
 
 
+def _measured_durations(batches: Sequence[Batch], durations: Sequence[float]) -> np.ndarray:
+    """``durations`` as an array, checked: one per batch, at least 5, finite and > 0."""
+    y = np.asarray(durations, float)
+    if len(batches) != len(y) or len(y) < 5:
+        raise ValueError(f"need one duration per batch and at least 5 steps, got "
+                         f"{len(batches)} batches and {len(y)} durations")
+    if np.any(~np.isfinite(y)) or np.any(y <= 0):
+        raise ValueError("durations must be finite and > 0")
+    return y
+
+
 def fit_cost_model(model: ModelSpec, batches: Sequence[Batch], durations: Sequence[float],
                    hardware_name: str = "this CPU (fitted)", attention_tile: int = 128,
                    decode_attention: str = "padded") -> Calibration:
@@ -87,12 +98,7 @@ def fit_cost_model(model: ModelSpec, batches: Sequence[Batch], durations: Sequen
     HardwareSpec is fitted, not looked up. ``decode_attention`` is the executor's
     (``"padded"`` for the toy's PyTorch backend). Deterministic: a few fixed starting
     points, the best fit kept."""
-    y = np.asarray(durations, float)
-    if len(batches) != len(y) or len(y) < 5:
-        raise ValueError(f"need one duration per batch and at least 5 steps, got "
-                         f"{len(batches)} batches and {len(y)} durations")
-    if np.any(~np.isfinite(y)) or np.any(y <= 0):
-        raise ValueError("durations must be finite and > 0")
+    y = _measured_durations(batches, durations)
     if model.tensor_parallel_size != 1:
         raise ValueError(f"tensor_parallel_size must be 1 to fit one measured device, got "
                          f"{model.tensor_parallel_size}")
@@ -185,12 +191,7 @@ def fit_efficiencies(model: ModelSpec, hardware: HardwareSpec, batches: Sequence
     (optional, None where unknown) the measured time of its linear layers alone, fitted to
     the model's ``linear`` term: the only way to tell a slow weight stream from a fixed
     overhead, since both cost the same in every step. Deterministic (fixed starts)."""
-    y = np.asarray(durations, float)
-    if len(batches) != len(y) or len(y) < 5:
-        raise ValueError(f"need one duration per batch and at least 5 steps, got "
-                         f"{len(batches)} batches and {len(y)} durations")
-    if np.any(~np.isfinite(y)) or np.any(y <= 0):
-        raise ValueError("durations must be finite and > 0")
+    y = _measured_durations(batches, durations)
     lin = [None] * len(y) if linear_durations is None else list(linear_durations)
     if len(lin) != len(y):
         raise ValueError(f"linear_durations must have one entry per batch ({len(y)}), got "
