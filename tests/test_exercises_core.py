@@ -71,3 +71,22 @@ def test_05_timing_checks_structure():
     assert check({"reference": [2e-3] * 2, "torch": [1e-3] * 5}).startswith("Not yet")
     assert check({"torch": [1e-3] * 5}).startswith("Not yet")
     assert check({"reference": [-1.0] * 5, "torch": [1e-3] * 5}).startswith("Not yet")
+
+
+def test_03_interval_is_vllms_recorded_schedule():
+    # The independent reference: vLLM 0.33.0's own recording of this workload
+    # (tests/data/vllm_knobs_traces.json, interval2_seed_trace): P's chunks of 10 land on
+    # every other step, 2, 4, 6, 8.
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "vllm_knobs_traces.json"
+    sc = next(s for s in json.loads(path.read_text())["scenarios"]
+              if s["name"] == "interval2_seed_trace")
+    assert sc["scheduler"]["prefill_schedule_interval"] == 2
+    recorded = [k for k, st in enumerate(sc["steps"])
+                if dict(st["num_scheduled_tokens"]).get("P", 0) > 1]
+    assert recorded == [2, 4, 6, 8]
+    assert nb03.check_03_interval(recorded).startswith("Right")
+    assert nb03.check_03_interval([2, 3, 4, 5]).startswith("Not yet")
+    assert nb03.check_03_interval(None).startswith("Not yet")

@@ -10,7 +10,13 @@ from unittest import mock
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.exercises.common import verdict as _verdict
 from chunkprefill.scheduler import Scheduler
-from chunkprefill.trace import TraceRequest, TraceStep, run_trace, seed_trace_requests
+from chunkprefill.trace import (
+    TraceRequest,
+    TraceStep,
+    prompt_chunks,
+    run_trace,
+    seed_trace_requests,
+)
 from chunkprefill.trace import knob_grid as trace_knob_grid
 
 
@@ -82,3 +88,17 @@ def check_03_three_knobs(answer: dict[tuple[bool, int, int], int] | None) -> str
                     "chunking on: min(owed, threshold, budget left after 6 decodes); chunking "
                     "off: the whole prompt in one step, or the config is refused if the "
                     "budget is below max_model_len; does a threshold apply with chunking off?")
+
+
+def check_03_interval(answer: list[int] | None) -> str:
+    """Exercise 03.4 (one of vLLM's newer knobs): the seed's workload (budget 16) with
+    ``prefill_schedule_interval=2``. In which steps does P get prompt tokens? Answer the list
+    of step numbers."""
+    steps = run_trace(seed_trace_requests(),
+                      SchedulerConfig(16, 16, max_model_len=1024, prefill_schedule_interval=2),
+                      CacheConfig(16, 1000))
+    chunks = prompt_chunks(steps, "P", 40)
+    p_steps = [s.step for s in steps if "P" in s.num_scheduled_tokens][:len(chunks)]
+    return _verdict(None if answer is None else list(answer), p_steps,
+                    "a step may carry prefill only if the last one that did is at least 2 "
+                    "executed steps back while something decodes; the decodes run every step")
