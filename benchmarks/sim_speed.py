@@ -13,7 +13,7 @@ repeated and both the best (the code's cost; noise only adds) and the median are
 ShareGPT-like requests (median output 415 tokens) are the expensive case: ~480
 request-steps each.
 
-Run: python benchmarks/sim_speed.py [--requests 10000] [--workload sharegpt|arxiv]
+Run: python benchmarks/sim_speed.py [--requests 10000] [--workload sharegpt_like|sharegpt]
      [--qps 4] [--budget 2048] [--repeats 3] [--no-compare] [--profile]
 The last line is ``sim_s=<best seconds> median_s=<seconds> requests=<N>
 us_per_request_step=<us> speedup_vs_step_by_step=<ratio>``.
@@ -29,7 +29,7 @@ import time
 import timeit
 
 from chunkprefill.sim import CostModel, scheduler_config_for, simulate
-from chunkprefill.workload import arxiv_like, sharegpt_like
+from chunkprefill.workload import WORKLOADS, named_workload
 
 TARGET_S = 5.0
 
@@ -37,7 +37,7 @@ TARGET_S = 5.0
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=10_000)
-    ap.add_argument("--workload", choices=("sharegpt", "arxiv"), default="sharegpt")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="sharegpt_like")
     ap.add_argument("--qps", type=float, default=4.0)
     ap.add_argument("--budget", type=int, default=2048)
     ap.add_argument("--policy", choices=("chunked", "prefill_or_decode", "prefill_first"),
@@ -50,9 +50,8 @@ def main() -> None:
     a = ap.parse_args()
     cm = CostModel.preset("Llama-3-8B", "H100-SXM")
     mml = cm.model.max_model_len
-    make = sharegpt_like if a.workload == "sharegpt" else arxiv_like
     t0 = time.perf_counter()
-    wl = make(a.requests, a.qps, seed=0, max_model_len=mml)
+    wl = named_workload(a.workload, a.requests, a.qps, seed=0, max_model_len=mml)
     gen_s = time.perf_counter() - t0
     sc = scheduler_config_for(a.policy, a.budget, mml)
     if a.profile:
@@ -73,7 +72,7 @@ def main() -> None:
     print(f"{cm.describe()}")
     print(f"this machine's pure-Python speed: sum(range(1000)) takes {ref:.1f} us "
           f"(the simulator is pure Python: its time scales with this)")
-    print(f"workload: {a.requests} {a.workload}-like requests at {a.qps:g} QPS (generated in "
+    print(f"workload: {a.requests} {a.workload} requests at {a.qps:g} QPS (generated in "
           f"{gen_s:.2f} s), policy {a.policy}, budget {a.budget}: {len(steps)} steps, "
           f"{req_steps} request-steps, {steps[-1].end_s:.0f} s simulated; "
           f"{res.engine.num_fast_forward_steps / len(steps):.0%} of steps via the fast path")

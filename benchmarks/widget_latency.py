@@ -13,8 +13,10 @@ the median and max milliseconds per update.
    outside it ("COLD": measured on the toy model and drawn on first visit).
 
 The bar (issue 4) is 150 ms median per update for every slider's sweep. The COLD and the
-new-figure rows are shown, not judged. Timings are wall-clock on this machine, one torch
-thread (on a busy 2-core machine, OpenMP threads wait on each other and step times jump).
+new-figure rows are shown, not judged. Each update is timed twice: wall clock (what a user
+waits) and this process's CPU time (the update's own work; on a machine whose other cores
+are busy with other programs the wall clock also holds their time). Both verdicts are
+printed, with the load average. One torch thread.
 Run: python benchmarks/widget_latency.py [--quick]"""
 
 from __future__ import annotations
@@ -34,21 +36,23 @@ BAR_MS = 150.0
 UNJUDGED = ("COLD", "(reference)")
 
 
-def time_updates(fn: Callable[[Any], object], values: Iterable[Any]) -> list[float]:
-    """Milliseconds of ``fn(v)`` for each value."""
+def time_updates(fn: Callable[[Any], object], values: Iterable[Any]) -> list[tuple[float, float]]:
+    """(wall ms, process CPU ms) of ``fn(v)`` for each value."""
     out = []
     for v in values:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn(v)
-        out.append((time.perf_counter() - t0) * 1e3)
+        out.append(((time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3))
     return out
 
 
-def report(rows: list[tuple[str, str, list[float]]]) -> None:
+def report(rows: list[tuple[str, str, list[tuple[float, float]]]]) -> None:
     print(f"{'dashboard':<16} {'slider sweep (full update: compute + figure + PNG)':<58} "
-          f"{'n':>3} {'median ms':>10} {'max ms':>9}")
+          f"{'n':>3} {'wall median':>12} {'wall max':>9} {'CPU median':>11}")
     for dash, slider, ms in rows:
-        print(f"{dash:<16} {slider:<58} {len(ms):3d} {np.median(ms):10.1f} {max(ms):9.1f}")
+        wall, cpu = np.array(ms).T
+        print(f"{dash:<16} {slider:<58} {len(ms):3d} {np.median(wall):12.1f} {wall.max():9.1f} "
+              f"{np.median(cpu):11.1f}")
 
 
 class TracePanelMove:
@@ -67,7 +71,7 @@ class TracePanelMove:
         return widgets.figure_png(fig)
 
 
-def trace_panel_rows() -> list[tuple[str, str, list[float]]]:
+def trace_panel_rows() -> list[tuple[str, str, list[tuple[float, float]]]]:
     base = {"budget": 16, "num_decodes": 6, "prompt_len": 40, "threshold": 0, "chunked": True}
     sweeps = {
         "budget": list(range(widgets.BUDGET_RANGE[0], widgets.BUDGET_RANGE[1] + 1, 9)),
@@ -89,7 +93,7 @@ def trace_panel_rows() -> list[tuple[str, str, list[float]]]:
     return rows
 
 
-def chunk_dashboard_rows(quick: bool) -> list[tuple[str, str, list[float]]]:
+def chunk_dashboard_rows(quick: bool) -> list[tuple[str, str, list[tuple[float, float]]]]:
     data = widgets.ChunkDashboardData()
     thresholds = (0,) if quick else widgets.DASH_THRESHOLDS
     t0 = time.perf_counter()
@@ -102,7 +106,7 @@ def chunk_dashboard_rows(quick: bool) -> list[tuple[str, str, list[float]]]:
         assert view.error is not None or view.png, "a drawn position without its PNG"
         return view
 
-    rows: list[tuple[str, str, list[float]]] = []
+    rows: list[tuple[str, str, list[tuple[float, float]]]] = []
     budgets = list(widgets.DASH_BUDGETS) * 2
     rows.append(("chunk dashboard", "token budget (precomputed)",
                  time_updates(lambda b: up(b), budgets)))
@@ -114,7 +118,7 @@ def chunk_dashboard_rows(quick: bool) -> list[tuple[str, str, list[float]]]:
                      time_updates(lambda bt: up(bt[0], bt[1]), pos)))
     sources = {up(b).source for b in widgets.DASH_BUDGETS}
     assert sources == {"precomputed"}, sources
-    cold: list[float] = []
+    cold: list[tuple[float, float]] = []
     for name, values in (("long_prompt_len", widgets.DASH_LONG_LENS),
                          ("num_decodes", widgets.DASH_DECODES), ("rate", widgets.DASH_RATES)):
         default = getattr(data.base, name)
@@ -134,13 +138,19 @@ def main() -> None:
     print()
     report(rows)
     print()
+    import os
+
+    print(f"load average (1 min) {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for dash in dict.fromkeys(r[0] for r in rows):
-        judged = [ms for d, name, ms in rows if d == dash and not name.startswith(UNJUDGED)]
-        worst = max(np.median(ms) for ms in judged)
-        slowest = max(max(ms) for ms in judged)
-        verdict = "yes" if worst <= BAR_MS else "NO"
-        print(f"{dash}: every slider's full update <= {BAR_MS:.0f} ms median (worst slider "
-              f"{worst:.1f} ms median; slowest single update {slowest:.1f} ms): {verdict}")
+        judged = [np.array(ms).T for d, name, ms in rows
+                  if d == dash and not name.startswith(UNJUDGED)]
+        for k, clock in enumerate(("wall clock", "CPU time")):
+            worst = max(np.median(t[k]) for t in judged)
+            slowest = max(t[k].max() for t in judged)
+            verdict = "yes" if worst <= BAR_MS else "NO"
+            print(f"{dash} [{clock}]: every slider's full update <= {BAR_MS:.0f} ms median "
+                  f"(worst slider {worst:.1f} ms median; slowest single update {slowest:.1f} "
+                  f"ms): {verdict}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""Command line: ``python -m chunkprefill trace --budget 16 --decodes 6 --prompt 40``."""
+"""Command line.
+
+``python -m chunkprefill trace --budget 16 --decodes 6 --prompt 40``: the seed's trace.
+``python -m chunkprefill prefill-time --model yi-34b --tp 2 --hardware a100-80gb-pcie
+--prompt-len 8192 --chunk-size 512``: one prompt's prefill alone, predicted chunk by chunk
+by the cost model (calibrated on real measurements where the setup has a calibration);
+the last line is ``prefill_ms=X``."""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.trace import (
@@ -119,12 +127,79 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print only the first N steps")
     t.add_argument("--json", action="store_true",
                    help="print the steps as a JSON list of {request_id: num_tokens}")
+    f = sub.add_parser("prefill-time",
+                       help="one prompt's prefill alone, chunk by chunk, on the cost model")
+    f.add_argument("--model", default="Yi-34B", help="model preset, any case (default Yi-34B)")
+    f.add_argument("--tp", type=_positive("--tp"), default=None,
+                   help="tensor_parallel_size (default: the preset's)")
+    f.add_argument("--hardware", default="A100-80GB-PCIe",
+                   help="hardware preset, any case (default A100-80GB-PCIe)")
+    f.add_argument("--prompt-len", type=_positive("--prompt-len"), required=True,
+                   help="prompt tokens (<= the model's max_model_len)")
+    f.add_argument("--chunk-size", type=_positive("--chunk-size"), required=True,
+                   help="largest chunk in tokens (>= prompt-len: unchunked)")
+    f.add_argument("--calibration", default="auto",
+                   help="auto (a named calibration if one was measured on this setup, else "
+                        "datasheet peaks and assumed efficiencies), none, or a name "
+                        "(sarathi-serve)")
     return p
+
+
+def _prefill_cost_model(args: argparse.Namespace) -> tuple[Any, str]:
+    """The cost model the flags name, and how its efficiencies were obtained. Every
+    ValueError is re-raised naming the flag that caused it."""
+    from chunkprefill.sim import CALIBRATIONS, CostModel, HardwareSpec, ModelSpec
+
+    def flag(name: str, make: Callable[[], Any]) -> Any:
+        try:
+            return make()
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+
+    spec = flag("--model", lambda: ModelSpec.preset(args.model))
+    if args.tp is not None:
+        spec = flag("--tp", lambda: spec.with_tp(args.tp))
+    hw = flag("--hardware", lambda: HardwareSpec.preset(args.hardware))
+    setup = (spec.name, hw.name, spec.tensor_parallel_size)
+    name = args.calibration
+    if name == "auto":
+        name = next((n for n, s in CALIBRATIONS.items() if s == setup), "none")
+    if name != "none" and name not in CALIBRATIONS:
+        raise ValueError(f"--calibration must be auto, none or one of {sorted(CALIBRATIONS)}, "
+                         f"got {name!r}")
+    if name == "none":
+        return flag("--tp", lambda: CostModel(spec, hw)), "datasheet peaks, assumed efficiencies"
+    cm = flag("--calibration", lambda: CostModel.preset(
+        spec.name, hw.name, spec.tensor_parallel_size, calibrated=name))
+    return cm, f"calibrated on {name} measurements"
+
+
+def _prefill_time(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from chunkprefill.sim import prefill_chunk_times
+
+    try:
+        cm, how = _prefill_cost_model(args)
+        limit = cm.model.max_model_len
+        if args.prompt_len > limit:
+            raise ValueError(f"--prompt-len must be <= {limit} ({cm.model.name}'s "
+                             f"max_model_len), got {args.prompt_len}")
+        chunks = prefill_chunk_times(cm, args.prompt_len, args.chunk_size)
+    except ValueError as e:
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
+    print(f"{cm.model.name} TP{cm.model.tensor_parallel_size} on {cm.hardware.name} ({how}); "
+          f"prompt {args.prompt_len} tokens, chunks of at most {args.chunk_size}")
+    print(f"{'chunk':>6} {'tokens':>7} {'context':>8} {'step_ms':>10}")
+    for i, (q, c, t) in enumerate(chunks, 1):
+        print(f"{i:>6} {q:>7} {c:>8} {t * 1e3:>10.3f}")
+    print(f"prefill_ms={sum(t for *_, t in chunks) * 1e3:.3f}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "prefill-time":
+        return _prefill_time(parser, args)
     try:
         sc = SchedulerConfig(
             max_num_batched_tokens=args.budget,

@@ -1,7 +1,12 @@
-"""Synthetic serving workloads: seeded Poisson arrivals and request-length distributions.
+"""Serving workloads: seeded Poisson arrivals and request lengths, real or parametric.
 
 A workload is a list of ``WorkloadRequest`` (arrival time, prompt length, output length),
 nothing more: the simulator feeds it to the same engine loop as the toy model.
+
+``sharegpt`` draws (prompt, output) pairs of real requests, uniformly with replacement, from
+the ShareGPT trace Sarathi-Serve serves (30,731 requests, Llama-2 tokens, filtered to 8K;
+shipped in ``chunkprefill.data`` with its attribution and license). ``WORKLOADS`` names
+every choice, real and parametric.
 
 Lengths come from a ``LengthDist``: fixed, uniform, or lognormal fitted to a median and a
 P90. The two presets follow the length statistics that Sarathi-Serve (Agrawal et al., OSDI
@@ -147,6 +152,35 @@ def arxiv_like(num_requests: int, qps: float, seed: int = 0,
     ``max_model_len`` like ``sharegpt_like``."""
     return _fit(make_workload(num_requests, qps, ARXIV_PROMPT, ARXIV_OUTPUT, seed),
                 max_model_len)
+
+
+def sharegpt(num_requests: int, qps: float, seed: int = 0,
+             max_model_len: int = 8192) -> list[WorkloadRequest]:
+    """Real ShareGPT requests: each draws one request of the trace (its prompt and output
+    length together, uniformly, with replacement), Poisson arrivals at ``qps``; fitted into
+    ``max_model_len`` like ``sharegpt_like`` (the trace's own cap is 8K: at 8192 only the
+    requests whose prompt + output exceed it are clipped). Deterministic in ``seed``; the
+    requests do not depend on ``qps``."""
+    from chunkprefill.data import sharegpt_lengths
+
+    n = check_int("num_requests", num_requests, 1)
+    arrivals = poisson_arrivals(n, qps, seed)
+    prompt, output = sharegpt_lengths()
+    idx = np.random.default_rng([int(seed), 3]).integers(0, len(prompt), size=n)
+    return _fit([WorkloadRequest(f"r{i}", float(t), int(prompt[j]), int(output[j]))
+                 for i, (t, j) in enumerate(zip(arrivals, idx, strict=True))], max_model_len)
+
+
+WORKLOADS = {"sharegpt": sharegpt, "sharegpt_like": sharegpt_like, "arxiv_like": arxiv_like}
+
+
+def named_workload(name: str, num_requests: int, qps: float, seed: int = 0,
+                   max_model_len: int = 8192) -> list[WorkloadRequest]:
+    """A workload by name: ``"sharegpt"`` (the real trace's lengths), ``"sharegpt_like"``
+    or ``"arxiv_like"`` (lognormal lengths with the paper's medians and P90s)."""
+    if name not in WORKLOADS:
+        raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got {name!r}")
+    return WORKLOADS[name](num_requests, qps, seed=seed, max_model_len=max_model_len)
 
 
 def _fit(reqs: list[WorkloadRequest], max_model_len: int) -> list[WorkloadRequest]:

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "chunkprefill", *args],
@@ -91,3 +93,62 @@ def test_trace_shared_prefix():
     assert lines[-1] == "step 3: P admitted with 32 tokens from the prefix cache"
     bad = cli("trace", "--shared-prefix", "41")
     assert bad.returncode == 2 and "prefix_len must be an integer in [1, 40]" in bad.stderr
+
+
+def test_prefill_time_prints_chunks_and_total():
+    res = cli("prefill-time", "--model", "yi-34b", "--tp", "2", "--hardware", "a100-80gb-pcie",
+              "--prompt-len", "1000", "--chunk-size", "300")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "calibrated on sarathi-serve" in lines[0]
+    rows = [ln.split() for ln in lines[2:-1]]
+    # 1000 tokens in chunks of at most 300: 300, 300, 300, 100 at depths 0, 300, 600, 900.
+    assert [(int(r[1]), int(r[2])) for r in rows] == [(300, 0), (300, 300), (300, 600),
+                                                      (100, 900)]
+    assert lines[-1].startswith("prefill_ms=")
+    total = float(lines[-1].split("=")[1])
+    assert total == pytest.approx(sum(float(r[3]) for r in rows), abs=0.01)
+
+
+def test_prefill_time_unchunked_is_one_step_and_cheaper():
+    def total(chunk: str) -> float:
+        res = cli("prefill-time", "--model", "Yi-34B", "--hardware", "A100-80GB-PCIe",
+                  "--prompt-len", "4096", "--chunk-size", chunk)
+        assert res.returncode == 0, res.stderr
+        return float(res.stdout.splitlines()[-1].split("=")[1]), len(res.stdout.splitlines())
+
+    whole, n_lines = total("4096")
+    assert n_lines == 4 and total("100000")[0] == whole  # header, column names, 1 chunk, total
+    assert total("512")[0] > whole  # 8 chunks: weights streamed 8 times, KV re-read
+
+
+def test_prefill_time_other_presets_by_name():
+    res = cli("prefill-time", "--model", "mistral-7b", "--hardware", "h100-sxm",
+              "--prompt-len", "2048", "--chunk-size", "512")
+    assert res.returncode == 0, res.stderr
+    assert "assumed efficiencies" in res.stdout.splitlines()[0]
+    assert len(res.stdout.splitlines()) == 2 + 4 + 1
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--model", "gpt-5"], "--model"),
+    (["--hardware", "tpu-v5"], "--hardware"),
+    (["--prompt-len", "200001"], "--prompt-len"),
+    (["--prompt-len", "0"], "--prompt-len"),
+    (["--chunk-size", "-512"], "--chunk-size"),
+    (["--chunk-size", "x"], "--chunk-size"),
+    (["--tp", "3"], "--tp"),
+    (["--tp", "0"], "--tp"),
+    (["--model", "llama-2-70b", "--tp", "1"], "--tp"),  # 138 GB of weights on one GPU
+    (["--calibration", "vidur"], "--calibration"),
+    (["--model", "mistral-7b", "--calibration", "sarathi-serve"], "--calibration"),
+])
+def test_prefill_time_bad_input_one_line_naming_the_flag(args, flag):
+    base = {"--prompt-len": "1024", "--chunk-size": "512"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    res = cli("prefill-time", *[x for kv in base.items() for x in kv])
+    assert res.returncode == 2, (args, res.stdout)
+    assert "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "error:" in res.stderr, res.stderr
+    assert flag in res.stderr, res.stderr

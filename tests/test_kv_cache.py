@@ -42,3 +42,14 @@ def test_scheduler_core_imports_no_torch():
             "import chunkprefill.__main__; print('torch' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "False"
+
+
+def test_core_modules_import_no_torch_numpy_or_matplotlib():
+    """DESIGN section 2: the scheduler side (config, request, request_queue, kv_cache,
+    scheduler, trace) is plain Python, readable and runnable without the numeric stack."""
+    code = ("import sys; import chunkprefill.config, chunkprefill.request, "
+            "chunkprefill.request_queue, chunkprefill.kv_cache, chunkprefill.scheduler, "
+            "chunkprefill.trace; "
+            "print(sorted(m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]"

@@ -371,3 +371,37 @@ def test_trace_panel_builds_and_rerenders():
     by_name["chunked prefill"].value = True
     assert "[10, 10, 10, 10]" in text.value and image.value[:4] == b"\x89PNG"
     assert image.layout.display is None
+
+
+def test_simulation_panel_default_view_shows_the_lesson():
+    # Notebook 08's slider opens where chunking matters: chunked meets the strict SLO and
+    # prefill-first breaks it. At 0.5 QPS there is little to stall: the two P99s meet.
+    from chunkprefill.sim import CostModel, compare_policies, tbt_slo
+    from chunkprefill.workload import sharegpt_like
+
+    cm = CostModel.preset()
+    fig, view = widgets.simulation_view(cm, num_requests=200)
+    assert isinstance(fig, Figure)
+    chunked, prefill_first = (r.p99_tbt for r in view.values())
+    assert chunked < tbt_slo(cm) < prefill_first
+    low = compare_policies(sharegpt_like(200, 0.5, seed=0, max_model_len=8192), cm,
+                           widgets.SIM_PANEL_BUDGET)
+    c, p = (r.p99_tbt for r in low.values())
+    assert p <= 1.05 * c
+    panel = widgets.simulation_panel(cm, num_requests=20)
+    values = {w.description: w.value for w in panel.children[:2]}
+    assert values == {"budget": widgets.SIM_PANEL_BUDGET, "QPS": widgets.SIM_PANEL_QPS}
+
+
+def test_calibration_and_length_plots():
+    from chunkprefill.data import sharegpt_lengths
+    from chunkprefill.sim import named_calibration
+    from chunkprefill.viz import sim as sim_plots
+
+    fig = sim_plots.plot_calibration(named_calibration("sarathi-serve"))
+    # measured points: 8 prefill + 1 table-2 prefill, 8 decode + 1 table-2 decode
+    pts = [sum(len(line.get_xdata()) for line in ax.get_lines()[1:]) for ax in fig.axes]
+    assert pts == [9, 9]
+    prompt, _ = sharegpt_lengths()
+    fig = sim_plots.plot_length_distributions(prompt, prompt * 2, "a", "b", cap=8192)
+    assert len(fig.axes[0].get_lines()) == 3  # two curves and the cap

@@ -116,23 +116,32 @@ def capacity_search(cost_model: CostModel, scheduler_config: SchedulerConfig,
     return res
 
 
+def prefill_chunk_times(cost_model: CostModel, prompt_len: int,
+                        chunk_size: int) -> list[tuple[int, int, float]]:
+    """One prompt's whole prefill alone on the GPU, cut into chunks of at most
+    ``chunk_size`` tokens (``chunk_size >= prompt_len``: one piece), as the scheduler cuts it
+    with token budget ``chunk_size`` and nothing else running: (chunk tokens, tokens
+    already in the KV cache, predicted seconds) per step. Each chunk re-reads the KV of
+    the earlier ones, and every step streams the weights and pays the step overhead."""
+    limit = cost_model.model.max_model_len
+    check_int("prompt_len", prompt_len, 1, limit)
+    check_int("chunk_size", chunk_size, 1)
+    out, done = [], 0
+    while done < prompt_len:
+        q = min(chunk_size, prompt_len - done)
+        out.append((q, done, cost_model.step_time([(q, done)])))
+        done += q
+    return out
+
+
 def chunking_overhead(cost_model: CostModel, prompt_len: int,
                       chunk_sizes: Sequence[int]) -> np.ndarray:
     """Predicted time to prefill one ``prompt_len`` prompt alone in chunks of each size,
     divided by the time in one piece: the price of chunking (weights re-read every step,
     earlier chunks' KV re-read, per-step overhead)."""
-    check_int("prompt_len", prompt_len, 1)
-    whole = cost_model.step_time([(prompt_len, 0)])
-    out = []
-    for size in chunk_sizes:
-        size = check_int("chunk_size", size, 1)
-        total, done = 0.0, 0
-        while done < prompt_len:
-            q = min(size, prompt_len - done)
-            total += cost_model.step_time([(q, done)])
-            done += q
-        out.append(total / whole)
-    return np.asarray(out)
+    whole = sum(t for *_, t in prefill_chunk_times(cost_model, prompt_len, prompt_len))
+    return np.asarray([sum(t for *_, t in prefill_chunk_times(cost_model, prompt_len, size))
+                       / whole for size in chunk_sizes])
 
 
 def sweep_budgets(cost_model: CostModel, budgets: Sequence[int],

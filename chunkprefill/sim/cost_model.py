@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from chunkprefill.config import CacheConfig, cdiv, check_float, check_int, check_positive
 from chunkprefill.scheduler import SchedulerOutput
-from chunkprefill.sim.presets import GB, TFLOPS, HardwareSpec, ModelSpec
+from chunkprefill.sim.presets import GB, HardwareSpec, ModelSpec
 
 Batch = Sequence[tuple[int, int]]  # (query_len, context_len) per scheduled request
 
@@ -256,19 +256,49 @@ class CostModel:
 
     def describe(self) -> str:
         m, hw = self.model, self.hardware
-        return (f"{m.name} (TP={m.tensor_parallel_size}, {m.weight_bytes_per_gpu / GB:.1f} GB "
-                f"weights/GPU) on {hw.name} ({hw.peak_flops / TFLOPS:.0f} TFLOP/s, "
-                f"{hw.mem_bandwidth / GB:.0f} GB/s); efficiencies linear "
-                f"{self.linear_efficiency:.2f}, attention {self.attention_efficiency:.2f}, "
-                f"bandwidth {self.bandwidth_efficiency:.2f}; overhead "
-                f"{self.step_overhead_s * 1e3:.2f} ms/step + "
+        return (f"{m.name} (TP={m.tensor_parallel_size}, "
+                f"{si_format(m.weight_bytes_per_gpu, 'B')} weights/GPU) on {hw.name} "
+                f"({si_format(hw.peak_flops, 'FLOP/s')}, {si_format(hw.mem_bandwidth, 'B/s')}); "
+                f"efficiencies linear {self.linear_efficiency:.2f}, attention "
+                f"{self.attention_efficiency:.2f}, bandwidth {self.bandwidth_efficiency:.2f}; "
+                f"overhead {self.step_overhead_s * 1e3:.2f} ms/step + "
                 f"{self.per_seq_overhead_s * 1e6:.1f} us/request")
 
     @classmethod
     def preset(cls, model: str = "Llama-3-8B", hardware: str = "H100-SXM",
-               tensor_parallel_size: int | None = None, **kw: Any) -> CostModel:
-        return cls(ModelSpec.preset(model, tensor_parallel_size), HardwareSpec.preset(hardware),
-                   **kw)
+               tensor_parallel_size: int | None = None, calibrated: str | None = None,
+               **kw: Any) -> CostModel:
+        """Presets by name (case-insensitive). Without ``calibrated`` the efficiencies and
+        overheads are the class defaults (assumptions) or ``kw``. ``calibrated=
+        "sarathi-serve"``: the five terms fitted on real measurements of that setup
+        (Yi-34B, TP 2, A100-80GB-PCIe; ``calibration.named_calibration``); it applies only
+        to the setup it was measured on, and ``kw`` may still override single fields."""
+        spec = ModelSpec.preset(model, tensor_parallel_size)
+        hw = HardwareSpec.preset(hardware)
+        if calibrated is None:
+            return cls(spec, hw, **kw)
+        from chunkprefill.sim.calibration import CALIBRATIONS, named_calibration
+
+        if calibrated not in CALIBRATIONS:
+            raise ValueError(f"calibrated must be one of {sorted(CALIBRATIONS)} or None, got "
+                             f"{calibrated!r}")
+        fitted = named_calibration(calibrated).cost_model
+        if (spec, hw) != (fitted.model, fitted.hardware):
+            raise ValueError(
+                f"calibrated={calibrated!r} was measured on {fitted.model.name} TP"
+                f"{fitted.model.tensor_parallel_size} on {fitted.hardware.name}, not "
+                f"{spec.name} TP{spec.tensor_parallel_size} on {hw.name}")
+        return replace(fitted, **kw) if kw else fitted
+
+
+def si_format(value: float, unit: str) -> str:
+    """``value`` with the SI prefix that gives it 3 significant digits (powers of ten, as
+    datasheets count): 3.35e12 B/s -> "3.35 TB/s", 1.2e10 FLOP/s -> "12.0 GFLOP/s". A toy
+    model on a CPU and an H100 print alike, never as "0 TFLOP/s"."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
 
 
 def batch_from_output(scheduler_output: SchedulerOutput) -> list[tuple[int, int]]:

@@ -205,12 +205,14 @@ def scheduler_config_for(policy: str, budget: int, max_model_len: int,
     """The batching styles the course compares (``SchedulerConfig.batching``).
 
     ``"chunked"``: vLLM V1 / Sarathi-Serve stall-free batching with token budget
-    ``budget`` (running requests first, in admission order; prefill chunks fill the rest).
+    ``budget`` (running requests first, in admission order, then chunks of new prompts
+    fill what is left).
     ``"prefill_or_decode"``: chunked prefill with budget ``budget``, but a step is all
     prefill chunks or all decodes, prefill first (SGLang without mixed chunks).
-    ``"prefill_first"``: vLLM's early scheduler with chunking off (nano-vllm likewise): a
-    step is all prefill (whole prompts, new ones first) or all decode; its budget must
-    hold a whole prompt, so it is at least ``max_model_len``."""
+    ``"prefill_first"``: vLLM's early scheduler with chunked prefill off (nano-vllm
+    likewise): a step is all prefill (whole prompts, new ones first) or all decode. (Orca,
+    by contrast, mixed a prefill and decodes in one step: selective batching.) Its budget
+    must hold a whole prompt, so it is at least ``max_model_len``."""
     if policy == "chunked":
         return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
                                max_model_len=max_model_len)

@@ -59,11 +59,19 @@ class HardwareSpec:
         return cls("H200", 989.4 * TFLOPS, 4.8 * TB, 141 * GB, 450 * GB)
 
     @classmethod
+    def a100_80gb_pcie(cls) -> HardwareSpec:
+        # NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe column): BF16 Tensor Core
+        # 312 TFLOPS dense (624 with sparsity); 80 GB HBM2e at 1,935 GB/s (the SXM part has
+        # 2,039); 300 W; NVLink Bridge for 2 GPUs: 600 GB/s total = 300 GB/s each direction.
+        # Sarathi-Serve's Yi-34B measurements ran on two of these joined by NVLink.
+        return cls("A100-80GB-PCIe", 312 * TFLOPS, 1935 * GB, 80 * GB, 300 * GB)
+
+    @classmethod
     def preset(cls, name: str) -> HardwareSpec:
-        presets = {"A100-80GB": cls.a100_80gb, "H100-SXM": cls.h100_sxm, "H200": cls.h200}
-        if name not in presets:
-            raise ValueError(f"hardware must be one of {sorted(presets)}, got {name!r}")
-        return presets[name]()
+        """A preset by name, case-insensitive (``"a100-80gb-pcie"`` = ``"A100-80GB-PCIe"``)."""
+        presets = {"A100-80GB": cls.a100_80gb, "A100-80GB-PCIe": cls.a100_80gb_pcie,
+                   "H100-SXM": cls.h100_sxm, "H200": cls.h200}
+        return presets[_lookup("hardware", name, presets)]()
 
 
 @dataclass(frozen=True)
@@ -189,12 +197,24 @@ class ModelSpec:
                    max_model_len=4096, tensor_parallel_size=tensor_parallel_size)
 
     @classmethod
+    def yi_34b(cls, tensor_parallel_size: int = 2) -> ModelSpec:
+        # 01-ai/Yi-34B-200K, the model of Sarathi-Serve's Yi-34B measurements: a Llama-style
+        # decoder. Its config.json (and that of 01-ai/Yi-34B and Yi-1.5-34B, same shapes):
+        # hidden_size 7168, num_hidden_layers 60, num_attention_heads 56,
+        # num_key_value_heads 8, intermediate_size 20480, vocab_size 64000, untied LM head;
+        # the -200K variant's max_position_embeddings is 200,000 (its model card: "200K
+        # context length"). 68.8 GB of bf16 weights: TP 2 on 80 GB GPUs, as in the paper.
+        return cls("Yi-34B", num_layers=60, hidden_size=7168, num_heads=56, num_kv_heads=8,
+                   intermediate_size=20480, vocab_size=64000, max_model_len=200_000,
+                   tensor_parallel_size=tensor_parallel_size)
+
+    @classmethod
     def preset(cls, name: str, tensor_parallel_size: int | None = None) -> ModelSpec:
+        """A preset by name, case-insensitive (``"yi-34b"`` = ``"Yi-34B"``); each has
+        its own default ``tensor_parallel_size`` (the smallest that fits an 80 GB GPU)."""
         presets = {"Llama-3-8B": cls.llama3_8b, "Mistral-7B": cls.mistral_7b,
-                   "Llama-2-70B": cls.llama2_70b}
-        if name not in presets:
-            raise ValueError(f"model must be one of {sorted(presets)}, got {name!r}")
-        spec = presets[name]()
+                   "Llama-2-70B": cls.llama2_70b, "Yi-34B": cls.yi_34b}
+        spec = presets[_lookup("model", name, presets)]()
         return spec if tensor_parallel_size is None else spec.with_tp(tensor_parallel_size)
 
     @classmethod
@@ -208,3 +228,11 @@ class ModelSpec:
                    max_model_len=config.max_position_embeddings,
                    bytes_per_param=bytes_per_param,
                    tie_word_embeddings=config.tie_word_embeddings)
+
+
+def _lookup(kind: str, name: str, presets: dict[str, Any]) -> str:
+    """The preset key matching ``name`` regardless of case, or a ValueError listing them."""
+    keys = {k.lower(): k for k in presets}
+    if not isinstance(name, str) or name.lower() not in keys:
+        raise ValueError(f"{kind} must be one of {sorted(presets)} (any case), got {name!r}")
+    return keys[name.lower()]

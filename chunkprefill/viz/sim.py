@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from chunkprefill.sim import CostModel, SimResult, chunking_overhead
+from chunkprefill.sim import Calibration, CostModel, SimResult, chunking_overhead
 from chunkprefill.viz.style import figure_and_axes
 
 
@@ -147,4 +147,63 @@ def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo
     axes[1].legend(fontsize=7)
     axes[0].set_title(f"SIMULATED {cost_model.model.name} on {cost_model.hardware.name}"
                       + (f", {title}" if title else ""), fontsize=9)
+    return fig
+
+
+def plot_calibration(calibration: Calibration, decode_context_len: int = 1024,
+                     axes: Sequence[Axes] | None = None) -> Figure:
+    """Figure-2-like: the calibrated cost model's prefill-only step time over prompt length
+    and decode-only step time over batch size (lines, SIMULATED), over the batches the
+    Sarathi-Serve authors timed (points, MEASURED; figure 2 dots, table 2 crosses)."""
+    from chunkprefill.data import sarathi_serve_batches
+
+    fig, axes = _two_axes(axes, (10, 3.6))
+    cm = calibration.cost_model
+    measured = sarathi_serve_batches()
+    ps = np.unique(np.geomspace(64, 16384, 48).astype(int))
+    axes[0].plot(ps, [cm.step_time([(int(p), 0)]) * 1e3 for p in ps], "k", lw=1.5,
+                 label="simulated (calibrated)")
+    ns = np.arange(1, 129)
+    axes[1].plot(ns, [cm.step_time([(1, decode_context_len)] * int(n)) * 1e3 for n in ns],
+                 "k", lw=1.5, label=f"simulated (calibrated), context {decode_context_len}")
+    for src, marker in (("figure 2", "o"), ("table 2", "x")):
+        pre = [m for m in measured if m.source == src and m.num_prefill_tokens
+               and not m.num_decodes]
+        dec = [m for m in measured if m.source == src and m.num_decodes
+               and not m.num_prefill_tokens]
+        axes[0].plot([m.num_prefill_tokens for m in pre], [m.seconds * 1e3 for m in pre],
+                     marker, color="C1", label=f"measured, {src}")
+        axes[1].plot([m.num_decodes for m in dec], [m.seconds * 1e3 for m in dec], marker,
+                     color="C0", label=f"measured, {src}")
+    for ax, xl in zip(axes, ("prompt tokens (one prefill-only batch)",
+                             "requests (one decode-only batch, 1 token each)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xl)
+        ax.legend(fontsize=7)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("batch time (ms)")
+    axes[0].set_title(f"{cm.model.name} TP{cm.model.tensor_parallel_size} on 2x "
+                      f"{cm.hardware.name}: prefill", fontsize=9)
+    axes[1].set_title("decode (measured by the Sarathi-Serve authors)", fontsize=9)
+    return fig
+
+
+def plot_length_distributions(real: np.ndarray, fitted: np.ndarray, label_real: str,
+                              label_fitted: str, cap: int | None = None,
+                              ax: Axes | None = None) -> Figure:
+    """Survival curves P(length > x) of two samples of request lengths, log-log: where the
+    tails differ (and where a cap cuts the real one)."""
+    fig, ax = figure_and_axes(ax, (6.4, 3.6))
+    for data, label in ((real, label_real), (fitted, label_fitted)):
+        x = np.sort(np.asarray(data))
+        ax.step(x, 1.0 - np.arange(1, len(x) + 1) / len(x), where="post", label=label)
+    if cap is not None:
+        ax.axvline(cap, color="grey", ls=":", lw=1)
+        ax.text(cap, 0.5, f" {cap:,}", fontsize=8, color="grey")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(1e-4, 1.05)
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("share of requests longer")
+    ax.legend(fontsize=8)
     return fig
