@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
-from chunkprefill.exercises import nb01, nb06, nb07
+from chunkprefill.exercises import nb01, nb06, nb07, nb08
 from chunkprefill.experiments import (
     StallWorkload,
     chunking_overhead,
@@ -128,3 +128,41 @@ def test_07_measure(model):
     assert not_yet(nb07.check_07_measure({32: median_ci([0.9, 0.95, 0.97]),
                                           256: median_ci([1.0, 1.0, 1.0])}))
     assert np.isfinite(ov[256].median)
+
+
+# -- 08 (simulated: deterministic) --------------------------------------------------------------
+
+def test_08_decode_linear():
+    # one decode token is memory bound: streamed weight bytes / (bandwidth x efficiency)
+    cm = nb08.CostModel.preset("Llama-3-8B", "H100-SXM")
+    by_hand = cm.model.linear_bytes_per_step / (cm.hardware.mem_bandwidth
+                                                * cm.bandwidth_efficiency) * 1e3
+    assert right(nb08.check_08_decode_linear(by_hand))
+    flops_bound = 2 * cm.model.linear_bytes_per_step / cm.model.bytes_per_param \
+        / cm.hardware.peak_flops * 1e3  # the compute time: far too small for one token
+    assert not_yet(nb08.check_08_decode_linear(flops_bound))
+    assert not_yet(nb08.check_08_decode_linear(None))
+
+
+def test_08_load():
+    # the stored notebook prints P99 TBT per load; the answer is the first load of LOADS whose
+    # prefill-first P99 TBT exceeds tbt_slo, checked here independently of the checker's loop
+    cm = nb08.CostModel.preset("Llama-3-8B", "H100-SXM")
+    slo = nb08.tbt_slo(cm)
+    first = next(q for q in nb08.LOADS if nb08.compare_policies(
+        nb08.sharegpt_like(200, q, seed=0, max_model_len=cm.model.max_model_len), cm,
+        2048)["prefill-first"].p99_tbt > slo)
+    assert right(nb08.check_08_load(first))
+    assert not_yet(nb08.check_08_load(nb08.LOADS[0] if first != nb08.LOADS[0] else 6.0))
+    assert not_yet(nb08.check_08_load(None))
+
+
+def test_08_bug():
+    # the broken price forgets the re-read of earlier chunks' KV: it even says chunking is
+    # cheaper than one piece, which the same work cannot be
+    cm = nb08.CostModel.preset("Llama-3-8B", "H100-SXM")
+    broken = nb08.broken_chunking_overhead(cm, 8192, 512)
+    with_kv = sum(cm.step_time([(512, 512 * k)]) for k in range(16)) / cm.step_time([(8192, 0)])
+    assert broken < 1.0 < with_kv
+    assert right(nb08.check_08_bug(100 * (with_kv - broken)))
+    assert not_yet(nb08.check_08_bug(0.0))
