@@ -554,3 +554,20 @@ def test_sim_plots_hide_no_line_and_keep_one_colour_per_policy(llama_h100):
     bars = sim_plots.plot_capacity({"strict": {"prefill_first": 1.5, "chunked": 3.0}}).axes[0]
     assert mcolors.same_color(bars.patches[0].get_facecolor(),
                               sim_plots.policy_color("prefill_first"))
+
+
+def test_sim_plots_keep_annotations_and_baselines_inside_the_axes(llama_h100):
+    """No clipped annotation, no baseline drawn on the frame: the knee's note sits inside the
+    axes, and prefill-first's level lies inside the y range of the sweep panels."""
+    from chunkprefill.sim import sweep_budgets
+    from chunkprefill.viz import sim as sim_plots
+
+    ax = sim_plots.plot_step_time_vs_tokens(llama_h100, 8192).axes[0]
+    (note,) = ax.texts
+    assert note.get_transform() == ax.get_xaxis_transform() and 0 < note.get_position()[1] < 1
+    rows = sweep_budgets(llama_h100, [256, 1024], sharegpt_like(30, 4.0, seed=0))
+    fig = sim_plots.plot_budget_sweep(rows)
+    pf = [r for r in rows if r["policy"] == "prefill_first"]
+    for ax, key in zip(fig.axes, ("p99_tbt_s", "median_ttft_s"), strict=True):
+        lo, hi = ax.get_ylim()
+        assert all(lo < r[key] * 1e3 < hi for r in pf)

@@ -205,10 +205,12 @@ def plot_budget_sweep(
               ("ttft_p50", "median TTFT (all requests)", "tab:orange", "--", "o")]
     series = [x for x in series if all(np.isfinite(getattr(p, x[0])) for p in points)]
     xs = [p.budget for p in chunked]
-    for attr, label, color, ls, marker in series:
+    # each series nudged a tenth of an octave sideways: equal values cannot hide a marker
+    dodge = 2.0 ** (0.1 * (np.arange(len(series)) - (len(series) - 1) / 2))
+    for (attr, label, color, ls, marker), dx in zip(series, dodge, strict=True):
         if chunked:
-            ax.plot(xs, [getattr(p, attr) * 1e3 for p in chunked], ls=ls, marker=marker,
-                    color=color, label=label, ms=5)
+            ax.plot([x * dx for x in xs], [getattr(p, attr) * 1e3 for p in chunked], ls=ls,
+                    marker=marker, color=color, label=label, ms=5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_ticks(ax.yaxis)

@@ -27,13 +27,16 @@ def plot_step_time_vs_tokens(cost_model: CostModel, max_tokens: int = 8192,
     for key in ("linear", "attention", "overhead", "communication"):
         vals = np.array([p[key] for p in parts]) * 1e3
         if vals.any():
-            ax.plot(ts, vals, label=key, lw=1)
-    ax.plot(ts, np.array([p["total"] for p in parts]) * 1e3, "k", lw=2, label="total")
+            ax.plot(ts, vals, label=key, lw=1, zorder=3)  # on top of the total they make up
+    ax.plot(ts, np.array([p["total"] for p in parts]) * 1e3, "k", lw=2.5, label="total",
+            zorder=2)
     m, hw = cost_model.model, cost_model.hardware
     ridge = (hw.ridge_point * cost_model.linear_efficiency / cost_model.bandwidth_efficiency
              * m.bytes_per_param / 2)
     ax.axvline(ridge, color="grey", ls=":", lw=1)
-    ax.text(ridge, ax.get_ylim()[1] * 0.9, f" ~{ridge:.0f} tokens:\n compute bound", fontsize=8)
+    # x in data, y in axes fraction: the note stays inside the axes whatever the scale
+    ax.text(ridge, 0.97, f" ~{ridge:.0f} tokens:\n compute bound", fontsize=8, va="top",
+            transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tokens in the step")
@@ -63,9 +66,10 @@ def plot_budget_sweep(rows: Sequence[Mapping[str, Any]], slo_s: float | None = N
                            (axes[1], "median_ttft_s", "median TTFT (ms)")):
         ax.plot([r["budget"] for r in ch], [r[key] * 1e3 for r in ch], "o-", label="chunked",
                 color=policy_color("chunked"))
-        for r in pf:
-            ax.axhline(r[key] * 1e3, color=policy_color("prefill-first"), ls="--",
-                       label="prefill-first")
+        span = [min(r["budget"] for r in ch), max(r["budget"] for r in ch)] if ch else [1, 2]
+        for r in pf:  # a line over the swept budgets (not axhline): the y range includes it
+            ax.plot(span, [r[key] * 1e3] * 2, color=policy_color("prefill-first"), ls="--",
+                    label="prefill-first")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("token budget (max_num_batched_tokens)")
         ax.set_ylabel(label)
