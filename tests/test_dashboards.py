@@ -74,7 +74,9 @@ def test_budget_sweep_plot_and_the_no_chunk_point():
            BudgetPoint(None, 0.05, 0.3, 0.3, 0.4, 0.35)]
     ax = viz.plot_budget_sweep(pts, current=16).axes[0]
     p99 = next(ln for ln in ax.lines if ln.get_label() == "P99 ITL (all gaps)")
-    assert p99.get_xdata().tolist() == [16, 64] and p99.get_ydata().tolist() == [10, 20]
+    # at the budgets, nudged at most a tenth of an octave (so equal values hide no marker)
+    assert np.abs(np.log2(p99.get_xdata()) - np.log2([16, 64])).max() <= 0.1 + 1e-9
+    assert p99.get_ydata().tolist() == [10, 20]
     long = next(ln for ln in ax.lines if ln.get_label().startswith("long prompts' TTFT"))
     assert long.get_ydata().tolist() == [1500, 700]
     off = [ln for ln in ax.lines if ln.get_mfc() == "white"]
@@ -112,6 +114,23 @@ def test_step_tokens_bars_are_steps_on_the_clock():
     plain = viz.plot_step_tokens(steps).axes[0]
     assert [c.get_label() for c in plain.containers] == [viz.LABELS["decode"],
                                                          viz.LABELS["prefill"]]
+
+
+def test_step_tokens_keep_the_long_prompts_colour_family():
+    """A notebook draws the same long prompts as steps and as token rows: one colour family
+    (LONG_COLOR's) for them in both, the short requests' blue for everything else."""
+    steps = [SimpleNamespace(start_s=0.0, duration_s=0.1, num_decode_tokens=2,
+                             num_prefill_tokens=40, num_scheduled_tokens={"a": 1, "b": 1,
+                                                                          "L0": 30, "s": 10}),
+             SimpleNamespace(start_s=0.1, duration_s=0.5, num_decode_tokens=2,
+                             num_prefill_tokens=30, num_scheduled_tokens={"a": 1, "b": 1,
+                                                                          "L1": 30})]
+    ax = viz.plot_step_tokens(steps, highlight=["L0", "L1"]).axes[0]
+    bars = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
+    same = matplotlib.colors.same_color
+    assert same(bars["L0"], viz.LONG_COLOR) and same(bars["decode tokens"], viz.SHORT_COLOR)
+    assert not same(bars["L0"], bars["L1"]) and not same(bars["other prefill"], bars["L0"])
+    assert all(same(bars[r], c) for r, c in zip(("L0", "L1"), viz.LONG_SHADES, strict=False))
 
 
 def test_timing_plots_carry_their_timing_label():
@@ -251,3 +270,24 @@ def test_dashboard_widget_builds_and_rerenders(data):
     assert image.layout.display == "none"
     first.value = 64
     assert png_ok(image.value) and image.layout.display is None and "chunking OFF" in text.value
+
+
+def test_markers_do_not_hide_one_another():
+    """Equal values still show every marker: the CDFs' percentile markers shrink curve by
+    curve (the later one drawn on top), and the sweep's no-chunking markers stand apart."""
+    ax = viz.plot_latency_cdf({"a": [0.01, 0.02, 0.03], "b": [0.01, 0.02, 0.03]}).axes[0]
+    marks = [ln for ln in ax.lines if ln.get_marker() not in ("None", "")]
+    by_y = {}
+    for ln in marks:
+        by_y.setdefault(float(ln.get_ydata()[0]), []).append((ln.get_markersize(), ln.zorder))
+    for pair in by_y.values():  # one marker per curve at each percentile
+        (big, z_big), (small, z_small) = sorted(pair, reverse=True)
+        assert small < big and z_small > z_big
+    pts = [SimpleNamespace(budget=b, p99_itl=0.05, ttft_p50=0.05, long_ttft=0.05)
+           for b in (64, 128, None)]
+    ax = viz.plot_budget_sweep(pts).axes[0]
+    off = [ln for ln in ax.lines if ln.get_linestyle() == "None"]
+    assert len(off) == 3 and len({float(ln.get_xdata()[0]) for ln in off}) == 3
+    swept = [ln for ln in ax.lines if ln.get_marker() not in ("None", "")
+             and ln.get_linestyle() != "None"]
+    assert len(swept) == 3 and len({tuple(ln.get_xdata()) for ln in swept}) == 3

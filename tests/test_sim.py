@@ -521,7 +521,53 @@ def test_sim_plots_return_figures_and_leave_pyplot_alone(llama_h100):
     for fig in figs:
         assert isinstance(fig, Figure)
         assert any("SIMULATED" in ax.get_title() for ax in fig.axes)
-    # the timeline draws one line per policy, each step with work as one point
-    lines = figs[3].axes[0].get_lines()
-    assert [len(ln.get_xdata()) for ln in lines[:2]] == [
+    # the timeline draws one panel per policy, each step with work as one point
+    lines = [ax.get_lines()[0] for ax in figs[3].axes]
+    assert [len(ln.get_xdata()) for ln in lines] == [
         sum(1 for s in r.step_log if s.num_scheduled_tokens) for r in results.values()]
+
+
+def test_sim_plots_hide_no_line_and_keep_one_colour_per_policy(llama_h100):
+    """Readers without a kernel see the stored figures: no policy's step-time line lies under
+    another's (one panel each), and a policy has the same colour in every plot, whatever
+    the order of the results."""
+    import matplotlib.colors as mcolors
+
+    from chunkprefill.sim import compare_policies
+    from chunkprefill.viz import sim as sim_plots
+
+    results = compare_policies(sharegpt_like(30, 4.0, seed=0), llama_h100, 512)
+    flipped = dict(reversed(list(results.items())))
+    for res in (results, flipped):
+        timeline = sim_plots.plot_tbt_timeline(res, 0.05)
+        assert len(timeline.axes) == len(res)
+        for ax, label in zip(timeline.axes, res, strict=True):
+            (line, *_) = ax.get_lines()
+            assert line.get_label().startswith(label)
+            assert mcolors.same_color(line.get_color(), sim_plots.policy_color(label))
+        view = sim_plots.plot_simulation(res, llama_h100, 0.05)
+        cdf = view.axes[-1]
+        assert [mcolors.to_hex(ln.get_color()) for ln in cdf.get_lines()[:2]] == [
+            mcolors.to_hex(sim_plots.policy_color(label)) for label in res]
+    assert not mcolors.same_color(sim_plots.policy_color("chunked (budget 512)"),
+                                  sim_plots.policy_color("prefill-first"))
+    bars = sim_plots.plot_capacity({"strict": {"prefill_first": 1.5, "chunked": 3.0}}).axes[0]
+    assert mcolors.same_color(bars.patches[0].get_facecolor(),
+                              sim_plots.policy_color("prefill_first"))
+
+
+def test_sim_plots_keep_annotations_and_baselines_inside_the_axes(llama_h100):
+    """No clipped annotation, no baseline drawn on the frame: the knee's note sits inside the
+    axes, and prefill-first's level lies inside the y range of the sweep panels."""
+    from chunkprefill.sim import sweep_budgets
+    from chunkprefill.viz import sim as sim_plots
+
+    ax = sim_plots.plot_step_time_vs_tokens(llama_h100, 8192).axes[0]
+    (note,) = ax.texts
+    assert note.get_transform() == ax.get_xaxis_transform() and 0 < note.get_position()[1] < 1
+    rows = sweep_budgets(llama_h100, [256, 1024], sharegpt_like(30, 4.0, seed=0))
+    fig = sim_plots.plot_budget_sweep(rows)
+    pf = [r for r in rows if r["policy"] == "prefill_first"]
+    for ax, key in zip(fig.axes, ("p99_tbt_s", "median_ttft_s"), strict=True):
+        lo, hi = ax.get_ylim()
+        assert all(lo < r[key] * 1e3 < hi for r in pf)

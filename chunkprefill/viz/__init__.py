@@ -9,6 +9,7 @@ list and the caller's backend is left alone. Views import the package; nothing i
 
 from chunkprefill.viz.latency import (  # noqa: F401
     LONG_COLOR,
+    LONG_SHADES,
     PERCENTILE_STYLE,
     SHORT_COLOR,
     plot_budget_sweep,

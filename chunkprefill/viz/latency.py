@@ -19,6 +19,10 @@ from chunkprefill.viz.style import COLORS, LABELS, figure_and_axes
 
 LONG_COLOR = "tab:orange"
 SHORT_COLOR = "tab:blue"
+# Highlighted long prompts, one shade each, all in LONG_COLOR's family (orange to brown), so a
+# notebook that shows the same prompts as steps and as token rows keeps one colour for them.
+LONG_SHADES = (LONG_COLOR, "#a63603", "#fdae6b", "#7f2704", "#fd8d3c", "#d94801")
+SHORT_PREFILL_COLOR = "#9ecae1"  # short requests' prompts: SHORT_COLOR's family, lighter
 PERCENTILE_STYLE = {50: ("o", "P50"), 90: ("D", "P90"), 99: ("^", "P99")}
 
 
@@ -84,8 +88,10 @@ def plot_step_tokens(
     """The engine's steps on the time axis: each step a bar as wide as it took and as tall
     as the tokens it ran, decode tokens (blue) under prefill tokens (orange). A decode that
     is in a step waits the step's whole width for its next token, so a wide orange block is
-    a stall for every decode in it. Each request in ``highlight`` (e.g. the long prompts)
-    gets its own colour on top, so you can see which prompts share a step."""
+    a stall for every decode in it. With ``highlight`` (e.g. the long prompts) the colours
+    follow ``plot_token_times``: short requests' tokens in blue shades, each highlighted
+    request in its own shade of ``LONG_COLOR`` on top, so you can see which prompts share a
+    step and still know them for the long prompts of the other plots."""
     fig, ax = figure_and_axes(ax, (9.0, 2.8))
     starts = np.array([s.start_s for s in step_log])
     widths = np.array([s.duration_s for s in step_log])
@@ -98,10 +104,13 @@ def plot_step_tokens(
     dec_h = sum(((v == 1) * v for v in own.values()), np.zeros(len(step_log), dtype=int))
     dec, pre = np.maximum(dec - dec_h, 0), np.maximum(pre - (mine - dec_h), 0)
     bottom = np.zeros(len(step_log))
-    layers = [(dec, COLORS["decode"], "decode tokens" if highlight else LABELS["decode"]),
-              (pre, COLORS["prefill"], "other prefill" if highlight else LABELS["prefill"])]
-    palette = ["tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:pink", "tab:cyan"]
-    layers += [(v, palette[i % len(palette)], rid) for i, (rid, v) in enumerate(own.items())]
+    if highlight:  # short requests in blue shades, the highlighted prompts in orange shades
+        layers = [(dec, SHORT_COLOR, "decode tokens"), (pre, SHORT_PREFILL_COLOR, "other prefill")]
+        layers += [(v, LONG_SHADES[i % len(LONG_SHADES)], rid)
+                   for i, (rid, v) in enumerate(own.items())]
+    else:
+        layers = [(dec, COLORS["decode"], LABELS["decode"]),
+                  (pre, COLORS["prefill"], LABELS["prefill"])]
     for heights, color, label in layers:
         if not heights.any() and label != LABELS["decode"]:
             continue
@@ -128,7 +137,7 @@ def plot_latency_cdf(
     tail starts: one long stalled step per 100 gaps is enough to move it."""
     fig, ax = figure_and_axes(ax, (5.5, 3.4))
     colors = list(colors) if colors is not None else [f"C{i}" for i in range(len(samples))]
-    for (label, vals), color in zip(samples.items(), colors, strict=False):
+    for i, ((label, vals), color) in enumerate(zip(samples.items(), colors, strict=False)):
         x = np.sort(np.asarray(vals, dtype=float)) * 1e3
         if x.size == 0:
             continue
@@ -138,8 +147,10 @@ def plot_latency_cdf(
         ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", color=color, lw=1.6,
                 label=f"{label}: {text} ms")
         for q, v in marks.items():
-            ax.plot([v], [q / 100], marker=PERCENTILE_STYLE.get(q, ("s", ""))[0], ms=6,
-                    color=color, mec="k", mew=0.6, ls="none", zorder=3)
+            # each later curve's marker smaller and on top: equal percentiles stay visible
+            ax.plot([v], [q / 100], marker=PERCENTILE_STYLE.get(q, ("s", ""))[0],
+                    ms=max(8.0 - 2.5 * i, 3.0), color=color, mec="k", mew=0.6, ls="none",
+                    zorder=3 + i)
     for q in percentiles:
         ax.axhline(q / 100, color="0.7", lw=0.7, ls=":")
         ax.text(1.0, q / 100, f" P{q}", transform=ax.get_yaxis_transform(), va="center",
@@ -194,10 +205,12 @@ def plot_budget_sweep(
               ("ttft_p50", "median TTFT (all requests)", "tab:orange", "--", "o")]
     series = [x for x in series if all(np.isfinite(getattr(p, x[0])) for p in points)]
     xs = [p.budget for p in chunked]
-    for attr, label, color, ls, marker in series:
+    # each series nudged a tenth of an octave sideways: equal values cannot hide a marker
+    dodge = 2.0 ** (0.1 * (np.arange(len(series)) - (len(series) - 1) / 2))
+    for (attr, label, color, ls, marker), dx in zip(series, dodge, strict=True):
         if chunked:
-            ax.plot(xs, [getattr(p, attr) * 1e3 for p in chunked], ls=ls, marker=marker,
-                    color=color, label=label, ms=5)
+            ax.plot([x * dx for x in xs], [getattr(p, attr) * 1e3 for p in chunked], ls=ls,
+                    marker=marker, color=color, label=label, ms=5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_ticks(ax.yaxis)
@@ -207,8 +220,10 @@ def plot_budget_sweep(
         ax.set_xticks(xs, names)
     if off:
         x_off = (xs[-1] * 2.4) if xs else 1.0
-        for attr, _, color, _, marker in series:
-            ax.plot([x_off], [getattr(off[0], attr) * 1e3], marker=marker, color=color,
+        # side by side (a quarter octave apart), so equal values cannot hide one another
+        spread = 2.0 ** (0.25 * (np.arange(len(series)) - (len(series) - 1) / 2))
+        for (attr, _, color, _, marker), dx in zip(series, spread, strict=True):
+            ax.plot([x_off * dx], [getattr(off[0], attr) * 1e3], marker=marker, color=color,
                     mfc="white", ms=7, mew=1.5, ls="none")
         ax.axvline((xs[-1] * 1.55) if xs else 0.5, color="0.6", lw=0.8, ls=":")
         ax.set_xticks([*xs, x_off], [*names, "no\nchunking"])

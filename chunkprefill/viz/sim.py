@@ -27,13 +27,16 @@ def plot_step_time_vs_tokens(cost_model: CostModel, max_tokens: int = 8192,
     for key in ("linear", "attention", "overhead", "communication"):
         vals = np.array([p[key] for p in parts]) * 1e3
         if vals.any():
-            ax.plot(ts, vals, label=key, lw=1)
-    ax.plot(ts, np.array([p["total"] for p in parts]) * 1e3, "k", lw=2, label="total")
+            ax.plot(ts, vals, label=key, lw=1, zorder=3)  # on top of the total they make up
+    ax.plot(ts, np.array([p["total"] for p in parts]) * 1e3, "k", lw=2.5, label="total",
+            zorder=2)
     m, hw = cost_model.model, cost_model.hardware
     ridge = (hw.ridge_point * cost_model.linear_efficiency / cost_model.bandwidth_efficiency
              * m.bytes_per_param / 2)
     ax.axvline(ridge, color="grey", ls=":", lw=1)
-    ax.text(ridge, ax.get_ylim()[1] * 0.9, f" ~{ridge:.0f} tokens:\n compute bound", fontsize=8)
+    # x in data, y in axes fraction: the note stays inside the axes whatever the scale
+    ax.text(ridge, 0.97, f" ~{ridge:.0f} tokens:\n compute bound", fontsize=8, va="top",
+            transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tokens in the step")
@@ -61,9 +64,12 @@ def plot_budget_sweep(rows: Sequence[Mapping[str, Any]], slo_s: float | None = N
     pf = [r for r in rows if r["policy"] == "prefill_first"]
     for ax, key, label in ((axes[0], "p99_tbt_s", "P99 TBT (ms)"),
                            (axes[1], "median_ttft_s", "median TTFT (ms)")):
-        ax.plot([r["budget"] for r in ch], [r[key] * 1e3 for r in ch], "o-", label="chunked")
-        for r in pf:
-            ax.axhline(r[key] * 1e3, color="C3", ls="--", label="prefill-first")
+        ax.plot([r["budget"] for r in ch], [r[key] * 1e3 for r in ch], "o-", label="chunked",
+                color=policy_color("chunked"))
+        span = [min(r["budget"] for r in ch), max(r["budget"] for r in ch)] if ch else [1, 2]
+        for r in pf:  # a line over the swept budgets (not axhline): the y range includes it
+            ax.plot(span, [r[key] * 1e3] * 2, color=policy_color("prefill-first"), ls="--",
+                    label="prefill-first")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("token budget (max_num_batched_tokens)")
         ax.set_ylabel(label)
@@ -92,22 +98,46 @@ def plot_chunking_overhead(cost_model: CostModel, prompt_len: int = 8192,
     return fig
 
 
+# One colour per scheduling policy in every plot of notebook 08 (labels start with the name).
+POLICY_COLORS = {"chunked": "tab:blue", "prefill-first": "tab:orange",
+                 "prefill_first": "tab:orange", "prefill_or_decode": "tab:green"}
+
+
+def policy_color(label: str, i: int = 0) -> str:
+    """The policy's colour (``POLICY_COLORS``, by the label's first word), else ``C{i}``."""
+    for name, color in POLICY_COLORS.items():
+        if label.startswith(name):
+            return color
+    return f"C{i}"
+
+
 def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = None,
-                      ax: Axes | None = None) -> Figure:
-    """Each step's duration over (simulated) time, one line per policy: prefill-first's
-    spikes are generation stalls every running request sees as one long gap."""
-    fig, ax = figure_and_axes(ax, (10, 3.4))
-    for i, (label, r) in enumerate(results.items()):
+                      ax: Axes | Sequence[Axes] | None = None) -> Figure:
+    """Each step's duration over (simulated) time: prefill-first's spikes are generation
+    stalls every running request sees as one long gap. One panel per policy (shared axes),
+    so no policy's line hides under another's; a single ``ax`` overlays them, each later
+    line thinner and on top."""
+    n = len(results)
+    if ax is None:
+        fig = Figure(figsize=(10, 0.6 + 1.7 * n), layout="constrained")
+        axes = list(np.atleast_1d(fig.subplots(n, 1, sharex=True, sharey=True)))
+    elif isinstance(ax, Axes):
+        fig, axes = ax.figure, [ax] * n
+    else:
+        fig, axes = ax[0].figure, list(ax)
+    for i, ((label, r), a) in enumerate(zip(results.items(), axes, strict=True)):
         log = [s for s in r.step_log if s.num_scheduled_tokens]
-        ax.plot([s.start_s for s in log], [s.duration_s * 1e3 for s in log], lw=0.8,
-                color=f"C{i}", label=f"{label}: P99 TBT {r.p99_tbt * 1e3:.0f} ms")
-    if slo_s is not None:
-        ax.axhline(slo_s * 1e3, color="k", ls=":", label="SLO")
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("step time (ms)")
-    ax.set_title("SIMULATED step times")
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
+        a.plot([s.start_s for s in log], [s.duration_s * 1e3 for s in log],
+               lw=max(1.6 - 0.6 * i, 0.5) if axes.count(a) > 1 else 0.8, zorder=2 + i,
+               color=policy_color(label, i), label=f"{label}: P99 TBT {r.p99_tbt * 1e3:.0f} ms")
+    for a in dict.fromkeys(axes):
+        if slo_s is not None:
+            a.axhline(slo_s * 1e3, color="k", ls=":", label="SLO")
+        a.set_ylabel("step time (ms)")
+        a.set_yscale("log")
+        a.legend(fontsize=8, loc="upper right")
+    axes[-1].set_xlabel("simulated time (s)")
+    axes[0].set_title("SIMULATED step times")
     return fig
 
 
@@ -120,7 +150,8 @@ def plot_capacity(capacities: Mapping[str, Mapping[str, float]],
     width = 0.8 / len(policies)
     for j, pol in enumerate(policies):
         xs = np.arange(len(slos)) + j * width
-        bars = ax.bar(xs, [capacities[s][pol] for s in slos], width, label=pol)
+        bars = ax.bar(xs, [capacities[s][pol] for s in slos], width, label=pol,
+                      color=policy_color(pol, j))
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.set_xticks(np.arange(len(slos)) + width * (len(policies) - 1) / 2, slos)
     ax.set_ylabel("capacity (QPS)")
@@ -130,14 +161,24 @@ def plot_capacity(capacities: Mapping[str, Mapping[str, float]],
 
 
 def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo_s: float,
-                    title: str = "", axes: Sequence[Axes] | None = None) -> Figure:
-    """The slider view (``sim.compare_policies`` results): step times over time, and each
-    policy's ITL CDF against the SLO."""
-    fig, axes = _two_axes(axes, (11, 3.4), gridspec_kw={"width_ratios": [2, 1]})
+                    title: str = "", axes: Sequence[Any] | None = None) -> Figure:
+    """The slider view (``sim.compare_policies`` results): step times over time, one panel
+    per policy, and each policy's ITL CDF against the SLO. ``axes``: ``(timeline axes or
+    list of them, CDF axes)``."""
+    if axes is None:  # the timelines one above the other, the CDFs beside them
+        fig = Figure(figsize=(11, 1.2 + 1.6 * len(results)), layout="constrained")
+        grid = fig.add_gridspec(len(results), 2, width_ratios=[2, 1])
+        left = [fig.add_subplot(grid[0, 0])]
+        left += [fig.add_subplot(grid[i, 0], sharex=left[0], sharey=left[0])
+                 for i in range(1, len(results))]
+        axes = [left, fig.add_subplot(grid[:, 1])]
+    else:
+        fig = axes[1].figure
     plot_tbt_timeline(results, slo_s, ax=axes[0])
+    timeline = axes[0] if isinstance(axes[0], Axes) else axes[0][0]
     for i, (label, r) in enumerate(results.items()):
         itl = np.sort(r.itls) * 1e3
-        axes[1].plot(itl, np.linspace(0, 1, len(itl)), color=f"C{i}",
+        axes[1].plot(itl, np.linspace(0, 1, len(itl)), color=policy_color(label, i),
                      label=f"{label}\nmedian TTFT {r.median_ttft:.2f} s")
     axes[1].axhline(0.99, color="grey", lw=0.8)
     axes[1].axvline(slo_s * 1e3, color="k", ls=":")
@@ -145,8 +186,8 @@ def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo
     axes[1].set_xlabel("ITL / TBT (ms)")
     axes[1].set_ylabel("CDF")
     axes[1].legend(fontsize=7)
-    axes[0].set_title(f"SIMULATED {cost_model.model.name} on {cost_model.hardware.name}"
-                      + (f", {title}" if title else ""), fontsize=9)
+    timeline.set_title(f"SIMULATED {cost_model.model.name} on {cost_model.hardware.name}"
+                       + (f", {title}" if title else ""), fontsize=9)
     return fig
 
 
