@@ -19,14 +19,13 @@ from pathlib import Path
 import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
-from chunkprefill.experiments import (
+from chunkprefill.lab.stall import (
     TRADEOFF_BUDGETS,
     TRADEOFF_WORKLOAD,
     StallWorkload,
-    chunking_overhead,
-    step_time_vs_tokens,
     tradeoff_sweep,
 )
+from chunkprefill.lab.step_cost import chunking_overhead, step_time_vs_tokens
 from chunkprefill.timing import clock_label
 
 

@@ -29,14 +29,14 @@ import time
 import torch
 
 from chunkprefill import CacheConfig, ModelConfig, SchedulerConfig, ToyTransformer
-from chunkprefill.sim import ModelSpec, fit_cost_model, simulate
-from chunkprefill.toy_profile import (
+from chunkprefill.lab.calibrate_toy import (
     measure_toy,
     profile_toy,
     toy_heldout_workload,
     toy_profile_workloads,
     warm_up_toy,
 )
+from chunkprefill.sim import ModelSpec, fit_cost_model, simulate
 
 
 def main() -> None:

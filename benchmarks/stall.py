@@ -21,7 +21,7 @@ import argparse
 import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
-from chunkprefill.experiments import StallWorkload, compare_stall, run_stall, stall_config
+from chunkprefill.lab.stall import StallWorkload, compare_stall, run_stall, stall_config
 from chunkprefill.timing import clock_label
 
 

@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
-from chunkprefill.experiments import (
+from chunkprefill.lab.stall import (
     TRADEOFF_BUDGETS,
     TRADEOFF_WORKLOAD,
     StallWorkload,
@@ -25,7 +25,7 @@ from chunkprefill.experiments import (
     stall_config,
     tradeoff_sweep,
 )
-from chunkprefill.stats import spearman
+from chunkprefill.lab.stats import spearman
 from chunkprefill.timing import clock_label
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chunkprefill.config import check_int
+from chunkprefill.checks import check_int
 from chunkprefill.scheduler import Scheduler
 
 

@@ -19,12 +19,13 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chunkprefill.config import CacheConfig, cdiv
+from chunkprefill.checks import cdiv
+from chunkprefill.config import CacheConfig
 from chunkprefill.request import Request
 
 BlockHash = bytes
 
-__all__ = ["BlockPool", "KVCacheManager", "cdiv"]
+__all__ = ["BlockPool", "KVCacheManager"]
 
 
 def hash_block_tokens(parent_hash: BlockHash | None, token_ids: Sequence[int]) -> BlockHash:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from chunkprefill.config import check_int, check_priority
+from chunkprefill.checks import check_int, check_priority
 
 
 class RequestStatus(enum.Enum):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_scheduler_properties import workloads as base_workloads
 
 from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
-from chunkprefill.sim.fast_forward import decode_run_length
+from chunkprefill.fast_forward import decode_run_length
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
 
@@ -118,12 +118,12 @@ def test_batching_styles_and_knobs(w):
     assert kv.num_free_blocks == cc.num_blocks and not kv.block_tables
 
 
-def test_the_three_styles_on_the_seed_trace():
+def test_the_three_styles_on_the_article_trace():
     """Hand-derived from each style's rule: six 1-token decodes, P (40 tokens) at step 2,
     budget 64, max_model_len 64. mixed: P's whole prompt joins the decodes at step 2;
     prefill_or_decode and prefill_first: step 2 is P alone, the decodes wait a step."""
     from chunkprefill import run_trace
-    from chunkprefill.trace import seed_trace_requests
+    from chunkprefill.trace import article_trace_requests
 
     decodes = {f"D{i}": 1 for i in range(1, 7)}
     expect = {"mixed": [decodes, decodes, {**decodes, "P": 40}, {**decodes, "P": 1}],
@@ -131,7 +131,7 @@ def test_the_three_styles_on_the_seed_trace():
               "prefill_first": [decodes, decodes, {"P": 40}, {**decodes, "P": 1}]}
     for style, first_steps in expect.items():
         sc = SchedulerConfig(64, 16, max_model_len=64, batching=style)
-        steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
+        steps = run_trace(article_trace_requests(), sc, CacheConfig(16, 100))
         assert [s.num_scheduled_tokens for s in steps[:4]] == first_steps, style
 
 
@@ -139,11 +139,11 @@ def test_prefill_or_decode_chunks_without_decodes():
     """Budget 16: P's 40 tokens run as 16 + 16 + 8 in three prefill-only steps (the decodes
     stall for all three), where mixed would run 10 + 10 + 10 + 10 beside the decodes."""
     from chunkprefill import run_trace
-    from chunkprefill.trace import seed_trace_requests
+    from chunkprefill.trace import article_trace_requests
 
     decodes = {f"D{i}": 1 for i in range(1, 7)}
     sc = SchedulerConfig(16, 16, max_model_len=1024, batching="prefill_or_decode")
-    steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
+    steps = run_trace(article_trace_requests(), sc, CacheConfig(16, 100))
     assert [s.num_scheduled_tokens for s in steps[:6]] == [
         decodes, decodes, {"P": 16}, {"P": 16}, {"P": 8}, {**decodes, "P": 1}]
 

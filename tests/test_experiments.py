@@ -9,23 +9,22 @@ import pytest
 import torch
 
 from chunkprefill import ModelConfig, SchedulerConfig, ToyTransformer
-from chunkprefill.experiments import (
-    BudgetPoint,
-    MixedWorkload,
+from chunkprefill.lab.serving import BudgetPoint, MixedWorkload, mixed_scheduler_config, run_mixed
+from chunkprefill.lab.stall import (
     StallWorkload,
-    chunking_overhead,
     compare_stall,
-    fit_step_time,
-    mixed_scheduler_config,
     prefill_chunks,
-    run_mixed,
     run_stall,
     stall_config,
-    step_time_vs_tokens,
-    time_prefill_step,
     tradeoff_sweep,
 )
-from chunkprefill.stats import Estimate
+from chunkprefill.lab.stats import Estimate
+from chunkprefill.lab.step_cost import (
+    chunking_overhead,
+    fit_step_time,
+    step_time_vs_tokens,
+    time_prefill_step,
+)
 
 SMALL = dict(num_decodes=4, decode_prompt_len=6, decode_output_len=5, num_long=2,
              long_prompt_len=40, vocab_size=512, rate=500.0)

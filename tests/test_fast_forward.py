@@ -13,10 +13,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
-from chunkprefill.engine import LLMEngine, SamplingParams
-from chunkprefill.kv_cache import cdiv
+from chunkprefill.checks import cdiv
+from chunkprefill.engine import LLMEngine
+from chunkprefill.fast_forward import advance_decode_run, decode_run_length
+from chunkprefill.request import SamplingParams
 from chunkprefill.sim import (
-    FAKE_TOKEN_ID,
     CostModel,
     CostModelExecutor,
     HardwareSpec,
@@ -24,7 +25,7 @@ from chunkprefill.sim import (
     scheduler_config_for,
     simulate,
 )
-from chunkprefill.sim.fast_forward import advance_decode_run, decode_run_length
+from chunkprefill.trace import FAKE_TOKEN_ID
 from chunkprefill.workload import WorkloadRequest, sharegpt_like
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 4

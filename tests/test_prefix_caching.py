@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkprefill import CacheConfig, Request, RequestStatus, Scheduler, SchedulerConfig
-from chunkprefill.kv_cache import block_hashes_of, cdiv, hash_block_tokens
-from chunkprefill.sim.fast_forward import decode_run_length
+from chunkprefill.checks import cdiv
+from chunkprefill.fast_forward import decode_run_length
+from chunkprefill.kv_cache import block_hashes_of, hash_block_tokens
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 2
 

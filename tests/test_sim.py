@@ -23,7 +23,6 @@ from chunkprefill.sim import (
     capacity_search,
     chunking_overhead,
     fit_cost_model,
-    run_workload,
     scheduler_config_for,
     simulate,
     tbt_slo,
@@ -34,6 +33,7 @@ from chunkprefill.workload import (
     WorkloadRequest,
     make_workload,
     poisson_arrivals,
+    run_workload,
     sharegpt_like,
 )
 
@@ -339,7 +339,7 @@ def test_measure_and_fit_the_toy_model_end_to_end():
     import torch
 
     from chunkprefill import ToyTransformer
-    from chunkprefill.toy_profile import measure_toy
+    from chunkprefill.lab.calibrate_toy import measure_toy
 
     torch.manual_seed(0)
     model = ToyTransformer(ModelConfig.tiny(), seed=0)
@@ -361,8 +361,14 @@ def test_the_simulator_imports_no_torch_even_when_it_runs():
     interpreter: neither torch nor matplotlib is ever imported."""
     code = """if True:
         import sys
-        from chunkprefill.sim import (CostModel, capacity_search, fit_cost_model,
-                                      scheduler_config_for, simulate, tbt_slo)
+        from chunkprefill.sim import (
+            CostModel,
+            capacity_search,
+            fit_cost_model,
+            scheduler_config_for,
+            simulate,
+            tbt_slo,
+        )
         from chunkprefill.workload import sharegpt_like
         cm = CostModel.preset("Llama-3-8B", "H100-SXM")
         res = simulate(sharegpt_like(20, 2.0, seed=0), cm)
@@ -379,8 +385,9 @@ def test_the_simulator_imports_no_torch_even_when_it_runs():
 
 
 def test_no_simulator_module_mentions_torch_or_a_plotting_library():
-    """Not even a lazy import inside a function: the measured side (toy_profile) and the
-    views (viz.sim, widgets) import the simulator, never the reverse."""
+    """Not even a lazy import inside a function: the simulator prices steps without tensors,
+    so it uses none of the core's torch modules (the layer rule, tests/test_layers.py, keeps
+    ``lab`` and ``course`` out of it)."""
     import ast
     from pathlib import Path
 
@@ -393,10 +400,9 @@ def test_no_simulator_module_mentions_torch_or_a_plotting_library():
             for name in names:
                 top = name.split(".")[0]
                 assert top not in ("torch", "matplotlib", "ipywidgets", "IPython"), (path, name)
-                assert not name.startswith(("chunkprefill.executor", "chunkprefill.viz",
-                                            "chunkprefill.widgets", "chunkprefill.toy_profile",
-                                            "chunkprefill.experiments", "chunkprefill.model",
-                                            "chunkprefill.attention")), (path, name)
+                assert not name.startswith(("chunkprefill.executor", "chunkprefill.model",
+                                            "chunkprefill.attention", "chunkprefill.kernels")
+                                           ), (path, name)
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -502,8 +508,8 @@ def test_sim_plots_return_figures_and_leave_pyplot_alone(llama_h100):
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
+    from chunkprefill.course.plots import simulated as sim_plots
     from chunkprefill.sim import compare_policies, sweep_budgets
-    from chunkprefill.viz import sim as sim_plots
 
     cm, slo = llama_h100, tbt_slo(llama_h100)
     wl = sharegpt_like(30, 4.0, seed=0)
@@ -533,8 +539,8 @@ def test_sim_plots_hide_no_line_and_keep_one_colour_per_policy(llama_h100):
     the order of the results."""
     import matplotlib.colors as mcolors
 
+    from chunkprefill.course.plots import simulated as sim_plots
     from chunkprefill.sim import compare_policies
-    from chunkprefill.viz import sim as sim_plots
 
     results = compare_policies(sharegpt_like(30, 4.0, seed=0), llama_h100, 512)
     flipped = dict(reversed(list(results.items())))
@@ -559,8 +565,8 @@ def test_sim_plots_hide_no_line_and_keep_one_colour_per_policy(llama_h100):
 def test_sim_plots_keep_annotations_and_baselines_inside_the_axes(llama_h100):
     """No clipped annotation, no baseline drawn on the frame: the knee's note sits inside the
     axes, and prefill-first's level lies inside the y range of the sweep panels."""
+    from chunkprefill.course.plots import simulated as sim_plots
     from chunkprefill.sim import sweep_budgets
-    from chunkprefill.viz import sim as sim_plots
 
     ax = sim_plots.plot_step_time_vs_tokens(llama_h100, 8192).axes[0]
     (note,) = ax.texts

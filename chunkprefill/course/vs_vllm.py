@@ -1,32 +1,44 @@
-"""vLLM 0.33.0's own schedules beside ours. ``tests/data/vllm_traces.json`` holds what vLLM's
-real V1 ``Scheduler`` did on each recorded scenario (made by ``dev/vllm_reference.py`` in a
-separate venv; vLLM is not a dependency). These helpers load one scenario and put its steps
-and ``run_trace``'s in the same plain form, so a notebook can show them side by side and assert
-that they are equal."""
+"""vLLM 0.33.0's own schedules beside ours. ``data/vllm/vllm_traces.json`` (package data)
+holds what vLLM's real V1 ``Scheduler`` did on each recorded scenario (made by
+``dev/vllm_reference.py`` in a separate venv; vLLM is not a dependency). These helpers load
+one scenario and put its steps and ``run_trace``'s in the same plain form, so a notebook can
+show them side by side and assert that they are equal."""
 
 from __future__ import annotations
 
-import inspect
 import json
-import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from chunkprefill.trace import TraceStep, run_recorded_scenario
+from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.trace import TraceRequest, TraceStep, run_trace
 
-TRACES_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "vllm_traces.json"
+# Recorded by dev/vllm_reference.py; shipped with the package, so an installed wheel has them.
+RECORDINGS: Traversable = files("chunkprefill.course") / "data" / "vllm"
+TRACES_PATH = RECORDINGS / "vllm_traces.json"
 STEP_KEYS = ("num_scheduled_tokens", "preempted", "finished")
 
 
-def scenario_names(path: Path | str = TRACES_PATH) -> list[str]:
+def recording(name: str) -> dict[str, Any]:
+    """One recorded file by name, e.g. ``recording("vllm_knobs_traces.json")``."""
+    return _read(RECORDINGS / name)
+
+
+def _read(path: Traversable | Path | str) -> dict[str, Any]:
+    return json.loads((Path(path) if isinstance(path, str) else path).read_text())
+
+
+def scenario_names(path: Traversable | Path | str = TRACES_PATH) -> list[str]:
     """The names of the recorded scenarios, in the file's order."""
-    return [sc["name"] for sc in json.loads(Path(path).read_text())["scenarios"]]
+    return [sc["name"] for sc in _read(path)["scenarios"]]
 
 
-def load_scenario(name: str, path: Path | str = TRACES_PATH) -> dict[str, Any]:
+def load_scenario(name: str, path: Traversable | Path | str = TRACES_PATH) -> dict[str, Any]:
     """One recorded scenario by name (a ``ValueError`` lists the names if it is unknown)."""
-    scenarios = {sc["name"]: sc for sc in json.loads(Path(path).read_text())["scenarios"]}
+    scenarios = {sc["name"]: sc for sc in _read(path)["scenarios"]}
     if name not in scenarios:
         raise ValueError(f"name must be a recorded scenario, one of {sorted(scenarios)}; "
                          f"got {name!r}")
@@ -40,7 +52,7 @@ def as_records(steps: Sequence[TraceStep]) -> list[dict[str, Any]]:
              "preempted": list(s.preempted), "finished": list(s.finished)} for s in steps]
 
 
-def vllm_and_ours(name: str, path: Path | str = TRACES_PATH
+def vllm_and_ours(name: str, path: Traversable | Path | str = TRACES_PATH
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(vllm_records, our_records)`` for one recorded scenario: vLLM's steps as recorded,
     ours from replaying the same requests and configuration through ``run_trace``."""
@@ -71,22 +83,11 @@ def side_by_side(vllm: Sequence[dict[str, Any]], ours: Sequence[dict[str, Any]])
     return "\n".join(lines)
 
 
-def our_lines(obj: object, first: str, last: str | None = None) -> str:
-    """The lines of ``obj``'s source from the first one that starts (after indentation) with
-    ``first`` through the next one starting with ``last`` (just that line if ``last`` is
-    None), each with its line number in our file: the lines to read beside a vLLM excerpt.
-    A ``ValueError`` names an anchor that is not found, so a notebook fails loudly if the
-    code it quotes changes shape."""
-    lines, start = inspect.getsourcelines(obj)  # type: ignore[arg-type]
-    stripped = [line.strip() for line in lines]
-    try:
-        a = next(i for i, t in enumerate(stripped) if t.startswith(first))
-        b = a if last is None else next(i for i in range(a, len(lines))
-                                        if stripped[i].startswith(last))
-    except StopIteration:
-        raise ValueError(f"first/last must start lines of {getattr(obj, '__qualname__', obj)}; "
-                         f"not found: {first!r} .. {last!r}") from None
-    path = Path(inspect.getsourcefile(obj) or "?")  # type: ignore[arg-type]
-    head = f"# {path.parent.name}/{path.name}, lines {start + a}-{start + b} (ours)"
-    body = textwrap.dedent("".join(lines[a:b + 1])).splitlines()
-    return "\n".join([head, *(f"{start + a + i:>4}  {line}" for i, line in enumerate(body))])
+def run_recorded_scenario(scenario: Mapping[str, Any]) -> list[TraceStep]:
+    """Replay one scenario of ``dev/vllm_reference.py``'s JSON files through ``run_trace``,
+    to compare with the steps vLLM recorded for it. Its ``scheduler``, ``cache`` and
+    ``requests`` entries are keyed by the field names of ``SchedulerConfig``,
+    ``CacheConfig`` and ``TraceRequest``, so a knob recorded under its name needs no code
+    here."""
+    return run_trace([TraceRequest(**r) for r in scenario["requests"]],
+                     SchedulerConfig(**scenario["scheduler"]), CacheConfig(**scenario["cache"]))

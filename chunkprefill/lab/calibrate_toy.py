@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
+from chunkprefill.checks import check_int
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.engine import LLMEngine
 from chunkprefill.executor import ModelExecutor
 from chunkprefill.request import Request
@@ -25,9 +26,8 @@ from chunkprefill.sim import (
     SimResult,
     batches_from_step_log,
     fit_cost_model,
-    run_workload,
 )
-from chunkprefill.workload import LengthDist, WorkloadRequest, make_workload
+from chunkprefill.workload import LengthDist, WorkloadRequest, make_workload, run_workload
 
 
 def toy_profile_workloads(seed: int = 0) -> list[tuple[SchedulerConfig, list[WorkloadRequest]]]:

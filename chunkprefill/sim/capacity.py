@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int, check_positive
+from chunkprefill.checks import check_int, check_positive
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.sim.cost_model import CostModel
-from chunkprefill.sim.executor import SimResult, scheduler_config_for, simulate
+from chunkprefill.sim.simulate import SimResult, scheduler_config_for, simulate
 from chunkprefill.workload import WorkloadRequest
 
 STRICT_SLO_FACTOR = 5.0  # Sarathi-Serve: strict P99 TBT SLO = 5x a decode-only iteration

@@ -13,22 +13,22 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_positive
-from chunkprefill.engine import LLMEngine, RequestOutput, SamplingParams
+from chunkprefill.checks import check_positive
+from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.engine import LLMEngine, RequestOutput
+from chunkprefill.fast_forward import DecodeRun, advance_decode_run
 from chunkprefill.metrics import pooled_itl
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler, SchedulerOutput
 from chunkprefill.sim.cost_model import CostModel
-from chunkprefill.sim.fast_forward import DecodeRun, advance_decode_run
-from chunkprefill.timing import gc_paused
 from chunkprefill.trace import FAKE_TOKEN_ID
-from chunkprefill.workload import WorkloadRequest
+from chunkprefill.workload import WorkloadRequest, run_workload
 
 
 class CostModelExecutor:
@@ -121,45 +121,6 @@ class SimResult:
         return pooled_itl(o.metrics for o in self.outputs)
 
 
-def run_workload(engine: LLMEngine, workload: Sequence[WorkloadRequest],
-                 on_step: Callable[[LLMEngine], None] | None = None) -> list[RequestOutput]:
-    """Feed ``workload`` to ``engine`` as its clock reaches each arrival and step until
-    every request has finished. A request is added (with its true arrival time) right
-    before the first step that starts at or after its arrival, which is what
-    ``LLMEngine.step`` does with future arrivals itself; adding them just in time keeps
-    the engine's pending list short. Works for any executor, measured or simulated.
-    ``on_step`` is called after every ``step()`` and after every bulk run of decode steps
-    (``LLMEngine.step_decode_run``), not once per step of such a run.
-    Returns the finished requests' outputs, in finishing order."""
-    reqs = sorted(workload, key=lambda r: r.arrival_time)
-    params_cache: dict[int, SamplingParams] = {}
-    i, n = 0, len(reqs)
-    outputs: list[RequestOutput] = []
-
-    def add(r: WorkloadRequest) -> None:
-        sp = params_cache.get(r.output_len)
-        if sp is None:
-            sp = params_cache[r.output_len] = SamplingParams(max_tokens=r.output_len)
-        engine.add_request([0] * r.prompt_len, sp, request_id=r.request_id,
-                           arrival_time=r.arrival_time)
-
-    # A run allocates millions of small objects that live until the end; Python's cyclic
-    # GC would rescan all of them (and every token list) again and again for cycles this
-    # loop never makes. Paused for the run, restored after: a third of the time saved.
-    with gc_paused():
-        while i < n or engine.has_unfinished_requests():
-            while i < n and reqs[i].arrival_time <= engine.clock:
-                add(reqs[i])
-                i += 1
-            if not engine.has_unfinished_requests():
-                add(reqs[i])  # idle: a future arrival; the engine's clock jumps to it
-                i += 1
-            # Decode-only stretches until the next arrival in bulk (if the executor can).
-            run = engine.step_decode_run(reqs[i].arrival_time if i < n else math.inf)
-            outputs += engine.step() if run is None else run
-            if on_step is not None:
-                on_step(engine)
-    return outputs
 
 
 def simulate(workload: Sequence[WorkloadRequest], cost_model: CostModel,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from chunkprefill.exercises.common import verdict as _verdict
+from chunkprefill.course.exercises.common import verdict as _verdict
 from chunkprefill.sim import CostModel, chunking_overhead, compare_policies, tbt_slo
 from chunkprefill.workload import sharegpt_like
 
@@ -19,7 +19,7 @@ def _close(answer: float | None, expected: float, tol: float, unit: str, hint: s
     return f"Not yet ({answer!r}). Hint: {hint}"
 
 
-def check_08_decode_linear(answer_ms: float | None) -> str:
+def check_decode_linear(answer_ms: float | None) -> str:
     """Exercise 08.1: Llama-3-8B on one H100 SXM (the default preset). Predict, in ms, the
     linear layers' time of a step holding one decode, then compare with
     ``cm.step_breakdown([(1, 0)])["linear"]``. Right within 1%."""
@@ -43,7 +43,7 @@ def first_load_over_slo(num_requests: int = 200, budget: int = 2048) -> float | 
     return None
 
 
-def check_08_load(answer: float | None) -> str:
+def check_load(answer: float | None) -> str:
     """Exercise 08.2: with the widget's setup (200 ShareGPT-like requests, seed 0, budget
     2048), at which load of ``LOADS`` does prefill-first first break the strict P99 TBT SLO?"""
     hint = ("run sim.compare_policies at each load and compare 'prefill-first'.p99_tbt with "
@@ -60,7 +60,7 @@ def broken_chunking_overhead(cm: CostModel, prompt_len: int, chunk: int) -> floa
     return sum(cm.step_time([(n, 0)]) for n in sizes) / cm.step_time([(prompt_len, 0)])
 
 
-def check_08_bug(answer_points: float | None) -> str:
+def check_bug(answer_points: float | None) -> str:
     """Exercise 08.3: for an 8,192-token prompt in chunks of 512 (Llama-3-8B, H100), by how
     many percentage points does ``broken_chunking_overhead`` understate the overhead
     ``sim.chunking_overhead`` predicts? Right within 0.5 points."""

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
-from chunkprefill.exercises.common import verdict as _verdict
-from chunkprefill.experiments import fit_step_time, prefill_chunks
-from chunkprefill.stats import Estimate
+from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.lab.stall import prefill_chunks
+from chunkprefill.lab.stats import Estimate
+from chunkprefill.lab.step_cost import fit_step_time
 from chunkprefill.trace import TraceRequest, run_trace
 
 
@@ -23,7 +24,7 @@ def _kv_reread(prompt_len: int, chunk: int) -> int:
     return int(sum(np.cumsum(chunks)[:-1]))
 
 
-def check_07_reread(answer: tuple[int, int] | None) -> str:
+def check_reread(answer: tuple[int, int] | None) -> str:
     """Exercise 07.1: a 1,024-token prompt alone, in chunks of 256 and of 128. How many cached
     KV tokens do its chunks attend to, summed over the chunks? Answer ``(at 256, at 128)``."""
     return _verdict(None if answer is None else tuple(answer),
@@ -31,7 +32,7 @@ def check_07_reread(answer: tuple[int, int] | None) -> str:
                     "chunk k attends to the k chunks before it: 0 + c + 2c + ...")
 
 
-def check_07_predict(tokens: Sequence[int], medians: Sequence[float],
+def check_predict(tokens: Sequence[int], medians: Sequence[float],
                      answer: float | None) -> str:
     """Exercise 07.2: from the line fitted in section 1 (``fit_step_time(tokens, medians)``),
     predict how many times longer a step of 32 decodes plus a 1,024-token chunk (1,056
@@ -51,7 +52,7 @@ def broken_fit(tokens: Sequence[int], medians: Sequence[float]) -> tuple[float, 
     return float(fixed), float(per_token)
 
 
-def check_07_bug(tokens: Sequence[int], medians: Sequence[float], answer: int | None) -> str:
+def check_bug(tokens: Sequence[int], medians: Sequence[float], answer: int | None) -> str:
     """Exercise 07.3: on your measured ``(tokens, medians)``, at which token count is
     ``broken_fit``'s line furthest from the median, relative to it?"""
     fixed, per_token = broken_fit(tokens, medians)
@@ -62,7 +63,7 @@ def check_07_bug(tokens: Sequence[int], medians: Sequence[float], answer: int | 
                     "|fit / median - 1| point by point")
 
 
-def check_07_measure(overhead: Mapping[int, Estimate] | None) -> str:
+def check_measure(overhead: Mapping[int, Estimate] | None) -> str:
     """Exercise 07.4: ``chunking_overhead`` of a 512-token prompt in chunks of 32 and of 256,
     3 repeats. Checks the method (both sizes, 3 paired repeats) and what the physics
     guarantees: 16 chunks pay the fixed step cost 15 more times, so their total is clearly

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
-from chunkprefill.exercises.common import verdict as _verdict
+from chunkprefill.course.exercises.common import verdict as _verdict
 from chunkprefill.kv_cache import KVCacheManager
 from chunkprefill.request import Request
 from chunkprefill.trace import TraceRequest, run_trace
@@ -22,7 +22,7 @@ def slot_scenario() -> KVCacheManager:
     return kvm
 
 
-def check_04_slot(answer: int | None) -> str:
+def check_slot(answer: int | None) -> str:
     """Exercise 04.1: in ``slot_scenario()``, which flat cache slot does A's position 8 (its
     9th token) write its K and V to?"""
     return _verdict(answer, slot_scenario().slot_mapping("A", 8, 9)[0],
@@ -42,7 +42,7 @@ def new_blocks_per_chunk(prompt_len: int, chunk: int, block_size: int) -> list[i
     return out
 
 
-def check_04_new_blocks(answer: list[int] | None) -> str:
+def check_new_blocks(answer: list[int] | None) -> str:
     """Exercise 04.2: a 45-token prompt, chunks of 7, block_size 4. How many new blocks does
     each chunk take? Answer a list, one number per chunk."""
     return _verdict(None if answer is None else list(answer), new_blocks_per_chunk(45, 7, 4),
@@ -64,7 +64,7 @@ def kv_read(prompt_len: int, budget: int) -> int:
     return total
 
 
-def check_04_kv_read(answer: tuple[int, int] | None) -> str:
+def check_kv_read(answer: tuple[int, int] | None) -> str:
     """Exercise 04.3 (measure with the scheduler): a 45-token prompt alone, budget 7 and then
     budget 64. How many keys does attention read over its whole prefill in each case? Answer
     ``(budget_7, budget_64)``."""

@@ -3,11 +3,11 @@ scheduler (``prefixviz.shared_prompt_run``), never typed in here."""
 
 from __future__ import annotations
 
-from chunkprefill.exercises.common import verdict as _verdict
-from chunkprefill.prefixviz import shared_prompt_run
+from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.course.scenarios import shared_prompt_run
 
 
-def check_09_hit(answer: int) -> str:
+def check_hit(answer: int) -> str:
     """Exercise 09.1: a 100-token prompt shares its first 70 tokens with a prompt that is in
     the cache; block_size 16. How many tokens does the prefix cache supply?"""
     run = shared_prompt_run(prefix_len=70, block_size=16, budget=32, prompt_len=100)
@@ -15,7 +15,7 @@ def check_09_hit(answer: int) -> str:
                     "only full blocks have a hash; how many whole 16-token blocks fit in 70?")
 
 
-def check_09_full_prompt(answer: int) -> str:
+def check_full_prompt(answer: int) -> str:
     """Exercise 09.2: the very same 64-token prompt comes again (block_size 16) while the
     first copy's blocks are still cached. How many prompt tokens must it compute?"""
     run = shared_prompt_run(prefix_len=64, block_size=16, budget=64, prompt_len=64)
@@ -24,7 +24,7 @@ def check_09_full_prompt(answer: int) -> str:
                     "blocks")
 
 
-def check_09_chunks(answer: tuple[int, int]) -> str:
+def check_chunks(answer: tuple[int, int]) -> str:
     """Exercise 09.3: budget 16, block_size 16, a 100-token prompt sharing its first 70 tokens
     with a cached one, alone in the scheduler. In how many chunks is its prompt computed with
     prefix caching on, and with it off? Answer ``(on, off)``."""

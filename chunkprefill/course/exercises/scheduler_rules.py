@@ -8,16 +8,16 @@ from typing import Any
 from unittest import mock
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
-from chunkprefill.exercises.common import verdict as _verdict
+from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.course.scenarios import knob_grid as trace_knob_grid
 from chunkprefill.scheduler import Scheduler
 from chunkprefill.trace import (
     TraceRequest,
     TraceStep,
+    article_trace_requests,
     prompt_chunks,
     run_trace,
-    seed_trace_requests,
 )
-from chunkprefill.trace import knob_grid as trace_knob_grid
 
 
 class _PopsFirst(list):  # type: ignore[type-arg]
@@ -49,17 +49,17 @@ def run_buggy(requests: list[TraceRequest], scheduler_config: SchedulerConfig,
         return run_trace(requests, scheduler_config, cache_config)
 
 
-def check_03_max_num_seqs(answer: int | None) -> str:
+def check_max_num_seqs(answer: int | None) -> str:
     """Exercise 03.1: the seed's workload (budget 16) with ``max_num_seqs=6``. In which step
     does P get its first tokens?"""
-    steps = run_trace(seed_trace_requests(), SchedulerConfig(16, 6), CacheConfig(16, 1000))
+    steps = run_trace(article_trace_requests(), SchedulerConfig(16, 6), CacheConfig(16, 1000))
     first = next(s.step for s in steps if "P" in s.num_scheduled_tokens)
     return _verdict(answer, first,
                     "six decodes hold all six seats; a seat frees only when a decode has "
                     "sampled its 20 tokens")
 
 
-def check_03_bug(answer: tuple[int, str] | None) -> str:
+def check_bug(answer: tuple[int, str] | None) -> str:
     """Exercise 03.2: run ``BUG_REQUESTS`` through the real scheduler and through
     ``run_buggy``. At which step do the two schedules first differ, and which request does
     the broken one preempt there? Answer ``(step, request_id)``."""
@@ -76,12 +76,12 @@ def knob_grid() -> dict[tuple[bool, int, int], int]:
     """Exercise 03.3's grid: ``(enable_chunked_prefill, max_num_batched_tokens,
     long_prefill_token_threshold) -> number of chunks of P's prompt`` on the seed's workload
     (``max_model_len=64``); a combination the config refuses maps to 0."""
-    grid = trace_knob_grid(seed_trace_requests(), "P", budgets=(16, 64), thresholds=(0, 8),
+    grid = trace_knob_grid(article_trace_requests(), "P", budgets=(16, 64), thresholds=(0, 8),
                            max_model_len=64, cache_config=CacheConfig(16, 1000))
     return {k: 0 if isinstance(v, str) else len(v) for k, v in grid.items()}
 
 
-def check_03_three_knobs(answer: dict[tuple[bool, int, int], int] | None) -> str:
+def check_three_knobs(answer: dict[tuple[bool, int, int], int] | None) -> str:
     """Exercise 03.3: fill ``knob_grid``'s table yourself: for each of the 8 combinations,
     in how many chunks is P's prompt computed (0 if the configuration is refused)?"""
     return _verdict(None if answer is None else dict(answer), knob_grid(),
@@ -90,11 +90,11 @@ def check_03_three_knobs(answer: dict[tuple[bool, int, int], int] | None) -> str
                     "budget is below max_model_len; does a threshold apply with chunking off?")
 
 
-def check_03_interval(answer: list[int] | None) -> str:
+def check_interval(answer: list[int] | None) -> str:
     """Exercise 03.4 (one of vLLM's newer knobs): the seed's workload (budget 16) with
     ``prefill_schedule_interval=2``. In which steps does P get prompt tokens? Answer the list
     of step numbers."""
-    steps = run_trace(seed_trace_requests(),
+    steps = run_trace(article_trace_requests(),
                       SchedulerConfig(16, 16, max_model_len=1024, prefill_schedule_interval=2),
                       CacheConfig(16, 1000))
     chunks = prompt_chunks(steps, "P", 40)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from chunkprefill.exercises.common import verdict as _verdict
-from chunkprefill.experiments import StallWorkload, prefill_chunks, stall_config
-from chunkprefill.stats import Estimate
+from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.lab.stall import StallWorkload, prefill_chunks, stall_config
+from chunkprefill.lab.stats import Estimate
 from chunkprefill.timing import CLOCKS, Timer
 from chunkprefill.trace import run_trace
 
@@ -21,7 +21,7 @@ def _chunks(num_decodes: int, budget: int, prompt_len: int) -> list[int]:
     return prefill_chunks(steps, "long0", prompt_len)
 
 
-def check_01_chunks(answer: tuple[int, int] | None) -> str:
+def check_chunks(answer: tuple[int, int] | None) -> str:
     """Exercise 01.1: 01's workload with 48 decodes instead of 32, budget 288, one 2,048-token
     prompt. Answer ``(largest chunk, number of chunks)``."""
     chunks = _chunks(48, 288, 2048)
@@ -38,7 +38,7 @@ def broken_configs() -> dict[str, object]:
             "chunking on": dataclasses.replace(stall_config(288, 4096), max_num_seqs=16)}
 
 
-def check_01_second_variable(answer: set[str] | None) -> str:
+def check_second_variable(answer: set[str] | None) -> str:
     """Exercise 01.2: which of ``SchedulerConfig``'s fields differ between the two broken
     configurations, besides ``enable_chunked_prefill`` and ``max_num_batched_tokens``?"""
     a, b = broken_configs().values()
@@ -48,7 +48,7 @@ def check_01_second_variable(answer: set[str] | None) -> str:
                     "compare the two configs field by field (dataclasses.fields, or print both)")
 
 
-def check_01_clock(answer: str | None) -> str:
+def check_clock(answer: str | None) -> str:
     """Exercise 01.3: the broken timer ``Timer("cpu", "wall")`` charges a step for time the
     machine spent elsewhere. Name a ``clock`` for which ``Timer("cpu", clock)`` reads under
     10 ms around a 50 ms ``time.sleep`` (the OS running someone else). The checker runs
@@ -63,7 +63,7 @@ def check_01_clock(answer: str | None) -> str:
     return _verdict(answer, answer if ok else "another clock", hint)
 
 
-def check_01_measure(steps: dict[str, list[float]] | None, estimates: dict[str, Estimate] | None
+def check_measure(steps: dict[str, list[float]] | None, estimates: dict[str, Estimate] | None
                      ) -> str:
     """Exercise 01.4: with ``interleaved`` (5 rounds) and ``median_ci``, time a step of 32
     decodes alone and with a 512-token prefill (``time_prefill_step``). Pass the raw samples

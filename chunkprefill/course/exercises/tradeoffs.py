@@ -6,17 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
-from chunkprefill.exercises.common import verdict as _verdict
-from chunkprefill.experiments import (
-    TRADEOFF_WORKLOAD,
-    StallComparison,
-    prefill_chunks,
-    stall_config,
-)
+from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.lab.stall import TRADEOFF_WORKLOAD, StallComparison, prefill_chunks, stall_config
 from chunkprefill.trace import TraceRequest, run_trace
 
 
-def check_06_chunks(answer: tuple[int, int] | None) -> str:
+def check_chunks(answer: tuple[int, int] | None) -> str:
     """Exercise 06.1: the trade-off workload (32 decodes, one 1,024-token prompt) at budget
     100. Answer ``(largest chunk, number of chunks)``."""
     wl = TRADEOFF_WORKLOAD
@@ -39,7 +34,7 @@ def _prefill_steps(threshold: int) -> int:
     raise AssertionError("the prompts never finished their prefill")
 
 
-def check_06_threshold(answer: tuple[int, int] | None) -> str:
+def check_threshold(answer: tuple[int, int] | None) -> str:
     """Exercise 06.2: three 512-token prompts arrive together, no decodes, budget 1,024. In
     how many steps are all three prefilled with ``long_prefill_token_threshold`` 0 (off), and
     with 128? Answer ``(steps at 0, steps at 128)``."""
@@ -59,7 +54,7 @@ def _max_running(sc: SchedulerConfig) -> int:
     return max(len(s.running) for s in run_trace(wl.trace_requests(), sc, wl.cache_config()))
 
 
-def check_06_bug(answer: tuple[int, int] | None) -> str:
+def check_bug(answer: tuple[int, int] | None) -> str:
     """Exercise 06.3: on the trade-off workload at budget 128, how many requests run at most
     in one step with the broken sweep's config, and with ``stall_config(128, 2048)``? Answer
     ``(broken, correct)``."""
@@ -69,7 +64,7 @@ def check_06_bug(answer: tuple[int, int] | None) -> str:
                     "TraceStep.running lists them")
 
 
-def check_06_measure(cmp: StallComparison | None) -> str:
+def check_measure(cmp: StallComparison | None) -> str:
     """Exercise 06.4: ``compare_stall`` on a small workload (one long prompt beside a few
     decodes) at two budgets that both chunk it, >= 3 repeats each. Checks the method (one
     long prompt, only the budget differs, the same schedule in every repeat) and what the

@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from chunkprefill.viz.style import COLORS, LABELS, figure_and_axes
+from chunkprefill.course.plots.style import COLORS, LABELS, figure_and_axes
 
 LONG_COLOR = "tab:orange"
 SHORT_COLOR = "tab:blue"
@@ -286,7 +286,7 @@ def plot_step_time_vs_tokens(
     (``Estimate``s or plain seconds), and the line ``fixed + per_token * n`` fitted over the
     whole range (``experiments.fit_step_time``), with the step size where its two parts are
     equal. ``timing_label`` names the clock; it goes into the title."""
-    from chunkprefill.experiments import fit_step_time
+    from chunkprefill.lab.step_cost import fit_step_time
 
     n = np.asarray(token_counts, dtype=float)
     t, err = _mid_and_err(seconds, 1e3)

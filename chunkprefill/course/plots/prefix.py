@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int
+from chunkprefill.course.scenarios import PrefixRun, shared_prompt_run
 from chunkprefill.kv_cache import block_hashes_of
-from chunkprefill.trace import TraceRequest, TraceStep, run_trace
 
 HIT, COMPUTED, NO_HASH = "tab:green", "tab:blue", "0.85"
 
@@ -88,55 +86,10 @@ def plot_hash_chain(prompts: dict[str, Sequence[int]], block_size: int,
     return fig  # type: ignore[return-value]
 
 
-# ------------------------------------------------------------- a shared system prompt, run
-def system_prompt_tokens(n: int, start: int = 1000) -> list[int]:
-    """A stand-in system prompt: ``n`` distinct token ids."""
-    return list(range(start, start + n))
 
 
-@dataclass(frozen=True)
-class PrefixRun:
-    """What the second prompt ``P`` of ``shared_prompt_run`` did."""
-
-    prefix_len: int  # tokens P shares with the first request's prompt
-    prompt_len: int
-    block_size: int
-    budget: int
-    enable_prefix_caching: bool
-    num_cached_tokens: int  # found in the cache at admission
-    chunks: tuple[int, ...]  # the prompt tokens P computed, step by step
-    first_token_steps: int  # steps from P's arrival to its first token, both included
-    steps: tuple[TraceStep, ...]
-
-    @property
-    def num_computed_prompt_tokens(self) -> int:
-        return sum(self.chunks)
 
 
-def shared_prompt_run(prefix_len: int, block_size: int = 16, budget: int = 32,
-                      prompt_len: int = 160, enable_prefix_caching: bool = True,
-                      threshold: int = 0) -> PrefixRun:
-    """Request ``S`` (the system prompt: ``prefix_len`` tokens, one output token) runs and
-    finishes; then ``P`` (the same ``prefix_len`` tokens followed by its own, ``prompt_len``
-    in all) arrives alone. P's chunks and first-token step come from the trace."""
-    check_int("prefix_len", prefix_len, 1, prompt_len)
-    check_int("prompt_len", prompt_len, 1)
-    check_int("budget", budget, 1)
-    shared = system_prompt_tokens(prefix_len)
-    own = system_prompt_tokens(prompt_len - prefix_len, start=5000)
-    arrival = -(-prefix_len // budget) + 1  # after S has finished
-    reqs = [TraceRequest("S", prefix_len, 1, 0, tuple(shared)),
-            TraceRequest("P", prompt_len, 1, arrival, tuple(shared + own))]
-    steps = run_trace(reqs, SchedulerConfig(budget, min(budget, 8),
-                                            long_prefill_token_threshold=threshold,
-                                            max_model_len=prompt_len + 1),
-                      CacheConfig(block_size, 2 * (-(-prompt_len // block_size)) + 2,
-                                  enable_prefix_caching=enable_prefix_caching))
-    chunks = tuple(s.num_scheduled_tokens["P"] for s in steps if "P" in s.num_scheduled_tokens)
-    first = next(s.step for s in steps if "P" in s.finished)  # output_len 1: done = 1st token
-    cached = next((s.num_cached_tokens["P"] for s in steps if "P" in s.num_cached_tokens), 0)
-    return PrefixRun(prefix_len, prompt_len, block_size, budget, enable_prefix_caching, cached,
-                     chunks, first - arrival + 1, tuple(steps))
 
 
 def plot_prefix_chunks(runs: Sequence[PrefixRun], ax: Axes | None = None) -> Figure:
@@ -195,51 +148,7 @@ def plot_hit_staircase(prompt_len: int, block_sizes: Sequence[int], budget: int 
     return fig  # type: ignore[return-value]
 
 
-# ------------------------------------------------------------------------ the widget
-PREFIX_RANGE, BLOCK_SIZES, BUDGET_RANGE, PANEL_PROMPT_LEN = (1, 160), (4, 8, 16, 32), (8, 128), 160
 
 
-def prefix_panel_update(prefix_len: int, block_size: int, budget: int,
-                        prompt_len: int = PANEL_PROMPT_LEN) -> tuple[str, Figure]:
-    """The panel's text and picture: P with caching off and on, side by side."""
-    off = shared_prompt_run(prefix_len, block_size, budget, prompt_len, False)
-    on = shared_prompt_run(prefix_len, block_size, budget, prompt_len, True)
-    lines = [f"P shares {prefix_len} of its {prompt_len} prompt tokens with S.",
-             f"hit: {on.num_cached_tokens} tokens = {on.num_cached_tokens // block_size} whole "
-             f"block(s) of {block_size}; P computes {on.num_computed_prompt_tokens} instead of "
-             f"{off.num_computed_prompt_tokens} in {len(on.chunks)} chunk(s) instead of "
-             f"{len(off.chunks)}; first token after {on.first_token_steps} step(s) instead of "
-             f"{off.first_token_steps}."]
-    if prefix_len == prompt_len:
-        lines.append(f"Whole prompt shared: the hit is capped at num_tokens - 1 = "
-                     f"{prompt_len - 1} tokens, i.e. whole blocks only, so the last "
-                     f"{prompt_len - on.num_cached_tokens} tokens (a whole block or more) "
-                     "are recomputed to get the logits of the last token.")
-    return "\n".join(lines), plot_prefix_chunks([off, on])
 
 
-def prefix_panel(prefix_len: int = 100, block_size: int = 16, budget: int = 32) -> Any:
-    """Sliders over prefix length x block size x budget around ``prefix_panel_update``."""
-    import ipywidgets as w
-
-    from chunkprefill.widgets import figure_png
-
-    controls = {
-        "prefix_len": w.IntSlider(value=prefix_len, min=PREFIX_RANGE[0], max=PREFIX_RANGE[1],
-                                  description="shared prefix", continuous_update=False),
-        "block_size": w.Dropdown(options=list(BLOCK_SIZES), value=block_size,
-                                 description="block size"),
-        "budget": w.IntSlider(value=budget, min=BUDGET_RANGE[0], max=BUDGET_RANGE[1],
-                              description="token budget", continuous_update=False),
-    }
-    text, image = w.HTML(), w.Image(format="png")
-
-    def render(_change: object = None) -> None:
-        summary, fig = prefix_panel_update(**{k: c.value for k, c in controls.items()})
-        text.value = f"<pre style='white-space:pre-wrap'>{summary}</pre>"
-        image.value = figure_png(fig)
-
-    for c in controls.values():
-        c.observe(render, names="value")
-    render()
-    return w.VBox([w.HBox(list(controls.values())), text, image])

@@ -19,8 +19,7 @@ from matplotlib.textpath import TextPath
 from matplotlib.ticker import MaxNLocator, NullLocator
 from matplotlib.transforms import Affine2D, IdentityTransform
 
-from chunkprefill.trace import TraceRequest, TraceStep
-from chunkprefill.viz.style import (
+from chunkprefill.course.plots.style import (
     _ANNOTATE_MAX_STEPS,
     _MAX_WIDTH,
     COLORS,
@@ -28,6 +27,7 @@ from chunkprefill.viz.style import (
     _width,
     figure_and_axes,
 )
+from chunkprefill.trace import TraceRequest, TraceStep
 
 
 class TokenSplit(NamedTuple):

@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from chunkprefill.course.plots.style import figure_and_axes
 from chunkprefill.sim import Calibration, CostModel, SimResult, chunking_overhead
-from chunkprefill.viz.style import figure_and_axes
 
 
 def plot_step_time_vs_tokens(cost_model: CostModel, max_tokens: int = 8192,
