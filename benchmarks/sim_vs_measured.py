@@ -80,7 +80,7 @@ def main() -> None:
           f"~{len(runs[0].step_log)} steps per run, simulated {len(predicted.step_log)} steps "
           f"in {predicted.wall_s:.3f} s")
 
-    rows = [("P99 ITL", lambda r: r.p99_tbt),
+    rows = [("P99 ITL", lambda r: r.p99_itl),
             ("median TTFT", lambda r: r.median_ttft),
             ("median ITL", lambda r: r.summary["itl"]["p50"]),
             ("P99 TTFT", lambda r: r.summary["ttft"]["p99"])]

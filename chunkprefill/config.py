@@ -123,6 +123,24 @@ class SchedulerConfig:
                 f"prompts only), got {self.long_prefill_token_threshold}"
             )
 
+    @classmethod
+    def for_budget(cls, budget: int | None, *, max_model_len: int, batching: str = "mixed",
+                   chunked: bool = True, threshold: int = 0, max_num_seqs: int | None = None,
+                   **knobs: object) -> SchedulerConfig:
+        """The one way the course builds a config around a token budget.
+
+        ``budget=None``: the smallest budget vLLM allows without chunking, ``max_model_len``.
+        ``max_num_seqs`` defaults to ``min(128, budget)`` (vLLM's default, lowered where the
+        budget could not give every seat a token); a value given is kept as given, and
+        refused if the budget cannot serve it. ``batching="prefill_first"`` schedules whole
+        prompts only, so it turns chunking off. ``knobs``: any other field, by name."""
+        budget = max_model_len if budget is None else check_int("budget", budget, 1)
+        return cls(max_num_batched_tokens=budget,
+                   max_num_seqs=min(128, budget) if max_num_seqs is None else max_num_seqs,
+                   enable_chunked_prefill=chunked and batching != "prefill_first",
+                   long_prefill_token_threshold=threshold, max_model_len=max_model_len,
+                   batching=batching, **knobs)  # type: ignore[arg-type]
+
     @property
     def max_num_active_reqs(self) -> int:
         """The admission limit into running (vLLM's ``Scheduler.max_num_active_reqs``)."""

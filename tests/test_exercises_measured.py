@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from chunkprefill import ModelConfig, ToyTransformer
+from chunkprefill import ModelConfig, SchedulerConfig, ToyTransformer
 from chunkprefill.course.exercises import (
     cost_model as nb08,
 )
@@ -22,7 +22,7 @@ from chunkprefill.course.exercises import (
 from chunkprefill.course.exercises import (
     tradeoffs as nb06,
 )
-from chunkprefill.lab.stall import StallWorkload, compare_stall, stall_config
+from chunkprefill.lab.stall import StallWorkload, compare_stall
 from chunkprefill.lab.stats import interleaved, median_ci
 from chunkprefill.lab.step_cost import chunking_overhead, time_prefill_step
 
@@ -100,10 +100,12 @@ def test_06_bug():
 def test_06_measure(model):
     wl = StallWorkload(num_decodes=8, decode_prompt_len=16, decode_output_len=24,
                        long_prompt_len=256, long_output_len=2, long_arrival_steps=(2,))
-    cmp = compare_stall(model, wl, {b: stall_config(b, 512) for b in (40, 136)}, repeats=3)
+    cmp = compare_stall(model, wl, {b: SchedulerConfig.for_budget(b, max_model_len=512)
+                                    for b in (40, 136)}, repeats=3)
     assert right(nb06.check_measure(cmp))
     assert not_yet(nb06.check_measure(None))
-    close = compare_stall(model, wl, {b: stall_config(b, 512) for b in (104, 136)}, repeats=1)
+    close = compare_stall(model, wl, {b: SchedulerConfig.for_budget(b, max_model_len=512)
+                                      for b in (104, 136)}, repeats=1)
     assert not_yet(nb06.check_measure(close))  # 3 chunks vs 2: not a controlled 4x, 1 repeat
 
 
@@ -155,9 +157,9 @@ def test_08_load():
     # prefill-first P99 TBT exceeds tbt_slo, checked here independently of the checker's loop
     cm = nb08.CostModel.preset("Llama-3-8B", "H100-SXM")
     slo = nb08.tbt_slo(cm)
-    first = next(q for q in nb08.LOADS if nb08.compare_policies(
+    first = next(q for q in nb08.LOADS if nb08.compare_batching(
         nb08.sharegpt_like(200, q, seed=0, max_model_len=cm.model.max_model_len), cm,
-        2048)["prefill-first"].p99_tbt > slo)
+        2048)["prefill_first"].p99_itl > slo)
     assert right(nb08.check_load(first))
     assert not_yet(nb08.check_load(nb08.LOADS[0] if first != nb08.LOADS[0] else 6.0))
     assert not_yet(nb08.check_load(None))

@@ -22,7 +22,6 @@ from chunkprefill.sim import (
     CostModelExecutor,
     HardwareSpec,
     ModelSpec,
-    scheduler_config_for,
     simulate,
 )
 from chunkprefill.trace import FAKE_TOKEN_ID
@@ -104,7 +103,7 @@ def test_fast_forward_on_a_served_workload_is_exact_and_does_the_work():
     results, and most steps went through the fast path (it is not a no-op)."""
     cm = CostModel(LLAMA3, H100)
     wl = sharegpt_like(150, 2.0, seed=3, max_model_len=4096)
-    sc = scheduler_config_for("chunked", 512, 4096, max_num_seqs=32)
+    sc = SchedulerConfig.for_budget(512, max_model_len=4096, max_num_seqs=32)
     cc = CacheConfig(block_size=16, num_blocks=2000)
     fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))
     assert fast.step_log == slow.step_log
@@ -270,7 +269,7 @@ def test_simulate_is_the_same_with_and_without_the_fast_path(n, qps, seed, budge
     """``simulate`` (``run_workload`` adding requests just in time) on ShareGPT-like
     requests, caches from barely one request to roomy."""
     wl = sharegpt_like(n, qps, seed=seed, max_model_len=4096)
-    sc = scheduler_config_for("chunked", budget, 4096, max_num_seqs=16)
+    sc = SchedulerConfig.for_budget(budget, max_model_len=4096, max_num_seqs=16)
     cc = CacheConfig(block_size=16, num_blocks=blocks)
     cm = CostModel(LLAMA3, H100)
     fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))

@@ -412,17 +412,17 @@ def test_slot_mapping_keeps_each_request_colour_of_the_block_pool():
 def test_simulation_panel_default_view_shows_the_lesson():
     # Notebook 08's slider opens where chunking matters: chunked meets the strict SLO and
     # prefill-first breaks it. At 0.5 QPS there is little to stall: the two P99s meet.
-    from chunkprefill.sim import CostModel, compare_policies, tbt_slo
+    from chunkprefill.sim import CostModel, compare_batching, tbt_slo
     from chunkprefill.workload import sharegpt_like
 
     cm = CostModel.preset()
     fig, view = panels.simulation_view(cm, num_requests=200)
     assert isinstance(fig, Figure)
-    chunked, prefill_first = (r.p99_tbt for r in view.values())
+    chunked, prefill_first = (r.p99_itl for r in view.values())
     assert chunked < tbt_slo(cm) < prefill_first
-    low = compare_policies(sharegpt_like(200, 0.5, seed=0, max_model_len=8192), cm,
+    low = compare_batching(sharegpt_like(200, 0.5, seed=0, max_model_len=8192), cm,
                            panels.SIM_PANEL_BUDGET)
-    c, p = (r.p99_tbt for r in low.values())
+    c, p = (r.p99_itl for r in low.values())
     assert p <= 1.05 * c
     panel = panels.simulation_panel(cm, num_requests=20)
     values = {w.description: w.value for w in panel.children[:2]}

@@ -15,7 +15,6 @@ from chunkprefill.lab.serving import (
     BudgetPoint,
     MixedResult,
     MixedWorkload,
-    mixed_scheduler_config,
     run_mixed,
 )
 from chunkprefill.lab.stall import (
@@ -28,7 +27,6 @@ from chunkprefill.lab.stall import (
     compare_stall,
     prefill_chunks,
     run_stall,
-    stall_config,
     tradeoff_sweep,
 )
 from chunkprefill.lab.stats import Estimate, interleaved, median_ci, ratio_ci, spearman
@@ -55,13 +53,11 @@ __all__ = [
     "fit_step_time",
     "interleaved",
     "median_ci",
-    "mixed_scheduler_config",
     "prefill_chunks",
     "ratio_ci",
     "run_mixed",
     "run_stall",
     "spearman",
-    "stall_config",
     "step_time_vs_tokens",
     "time_prefill_step",
     "tradeoff_sweep",

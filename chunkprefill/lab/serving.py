@@ -78,6 +78,17 @@ class MixedWorkload:
     def total_tokens(self) -> int:
         return sum(r[2] + r[3] for r in self.requests())
 
+    def scheduler_config(self, budget: int, threshold: int = 0, chunked: bool = True,
+                         max_model_len: int = 2048) -> SchedulerConfig:
+        """The ``SchedulerConfig`` for a run of this workload (``SchedulerConfig.for_budget``).
+        With chunking off the context window is the workload's longest sequence (the
+        smallest that serves every request), so a budget below it gets vLLM's config error,
+        the article's point: without chunking, a prompt longer than the budget cannot be
+        scheduled at all. Raises that ``ValueError``."""
+        return SchedulerConfig.for_budget(
+            budget, max_model_len=max_model_len if chunked else self.max_seq_len,
+            chunked=chunked, threshold=threshold)
+
     def requests(self) -> list[tuple[str, float, int, int]]:
         """``(request_id, arrival_s, prompt_len, output_len)`` in arrival order; ids are
         ``d0, d1, ...`` for the short requests and ``L0, L1, ...`` for the long prompts."""
@@ -114,19 +125,6 @@ def _hi(mean: int) -> int:
 
 def _draw(rng: np.random.Generator, mean: int) -> int:
     return int(rng.integers(max(1, mean // 2), _hi(mean) + 1))
-
-def mixed_scheduler_config(workload: MixedWorkload, budget: int, threshold: int = 0,
-                           chunked: bool = True, max_model_len: int = 2048,
-                           max_num_seqs: int = 128) -> SchedulerConfig:
-    """The ``SchedulerConfig`` for a run of ``workload``: ``max_num_seqs = min(max_num_seqs,
-    budget)``. With chunking on, ``max_model_len`` as given; with chunking off it is the
-    workload's longest sequence (the smallest context window that serves every request), so
-    a budget below it gets vLLM's config error, the seed's point: without chunking, a prompt
-    longer than the budget cannot be scheduled at all. Raises that ``ValueError``."""
-    return SchedulerConfig(
-        max_num_batched_tokens=budget, max_num_seqs=min(max_num_seqs, budget),
-        enable_chunked_prefill=chunked, long_prefill_token_threshold=threshold,
-        max_model_len=max_model_len if chunked else workload.max_seq_len)
 
 @dataclass
 class MixedResult:

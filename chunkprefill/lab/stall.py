@@ -145,14 +145,14 @@ class StallComparison:
     runs: dict[str, list[StallResult]] = field(repr=False)
     step_clock: str = "thread"
 
-    def p99_itl(self, label: str) -> Estimate:
+    def p99_itl_ci(self, label: str) -> Estimate:
         """The decodes' P99 ITL (seconds)."""
         return median_ci([r.p99_itl for r in self.runs[label]])
 
-    def p50_itl(self, label: str) -> Estimate:
+    def p50_itl_ci(self, label: str) -> Estimate:
         return median_ci([float(np.percentile(r.decode_itl, 50)) for r in self.runs[label]])
 
-    def long_ttft(self, label: str) -> Estimate:
+    def long_ttft_ci(self, label: str) -> Estimate:
         """The long prompts' TTFT (median over the long prompts of a run; seconds)."""
         return median_ci([r.long_ttft_median for r in self.runs[label]])
 
@@ -182,19 +182,9 @@ class TradeoffPoint:
 
     budget: int
     num_chunks: int
-    long_ttft: Estimate
-    p99_itl: Estimate
+    long_ttft_ci: Estimate
+    p99_itl_ci: Estimate
     runs: list[StallResult] = field(repr=False)
-
-
-def stall_config(budget: int | None, max_model_len: int, max_num_seqs: int = 64
-                 ) -> SchedulerConfig:
-    """Chunked prefill at ``budget`` tokens per step, or chunking off (``budget=None``: the
-    budget is ``max_model_len``, as vLLM demands without chunking)."""
-    if budget is None:
-        return SchedulerConfig(max_model_len, max_num_seqs, enable_chunked_prefill=False,
-                               max_model_len=max_model_len)
-    return SchedulerConfig(budget, min(max_num_seqs, budget), max_model_len=max_model_len)
 
 
 # The trade-off experiment of notebook 06 and benchmarks/tradeoff.py: 32 decodes stream while
@@ -218,7 +208,8 @@ def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
         if not lo < b < hi:
             raise ValueError(f"budget must be in ({lo}, {hi}) so the {workload.long_prompt_len}"
                              f"-token prompt is chunked beside {lo} decodes, got {b}")
-    tasks = {b: (lambda b=b: run_stall(model, workload, stall_config(b, max_model_len),
+    tasks = {b: (lambda b=b: run_stall(model, workload,
+                                       SchedulerConfig.for_budget(b, max_model_len=max_model_len),
                                        label=str(b), **kw)) for b in budgets}
     if progress:
         from tqdm.std import tqdm  # plain text: a stored notebook keeps its final state

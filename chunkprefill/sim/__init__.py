@@ -32,7 +32,7 @@ from chunkprefill.sim.capacity import (
     budget_from_profiling,
     capacity_search,
     chunking_overhead,
-    compare_policies,
+    compare_batching,
     prefill_chunk_times,
     sweep_budgets,
     tbt_slo,
@@ -45,13 +45,13 @@ from chunkprefill.sim.cost_model import (
     batches_from_step_log,
 )
 from chunkprefill.sim.presets import GB, TB, TFLOPS, HardwareSpec, ModelSpec
-from chunkprefill.sim.simulate import CostModelExecutor, SimResult, scheduler_config_for, simulate
+from chunkprefill.sim.simulate import CostModelExecutor, SimResult, simulate
 
 __all__ = [
     "Batch", "CALIBRATIONS", "Calibration", "CapacityResult", "CostModel", "CostModelExecutor",
     "GB", "HardwareSpec", "MAX_MEDIAN_SCHEDULING_DELAY_S", "ModelSpec", "RELAXED_SLO_FACTOR",
     "STRICT_SLO_FACTOR", "SimResult", "TB", "TFLOPS", "UnitCosts", "batch_from_output",
     "batches_from_step_log", "budget_from_profiling", "capacity_search", "chunking_overhead",
-    "compare_policies", "fit_cost_model", "fit_efficiencies", "named_calibration",
-    "prefill_chunk_times", "scheduler_config_for", "simulate", "sweep_budgets", "tbt_slo",
+    "compare_batching", "fit_cost_model", "fit_efficiencies", "named_calibration",
+    "prefill_chunk_times", "simulate", "sweep_budgets", "tbt_slo",
 ]

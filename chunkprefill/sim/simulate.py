@@ -99,7 +99,7 @@ class SimResult:
     outputs: list[RequestOutput] = field(default_factory=list)  # in finishing order
 
     @property
-    def p99_tbt(self) -> float:
+    def p99_itl(self) -> float:
         """P99 time between tokens (pooled ITL), seconds."""
         return self.summary["itl"].get("p99", 0.0)
 
@@ -154,30 +154,3 @@ def simulate(workload: Sequence[WorkloadRequest], cost_model: CostModel,
     delays = np.asarray([first_scheduled[rid] - arrival[rid] for rid in arrival])
     summary = engine.summary()
     return SimResult(engine, summary, delays, time.perf_counter() - t0, outputs)
-
-
-def scheduler_config_for(policy: str, budget: int, max_model_len: int,
-                         max_num_seqs: int = 128) -> SchedulerConfig:
-    """The batching styles the course compares (``SchedulerConfig.batching``).
-
-    ``"chunked"``: vLLM V1 / Sarathi-Serve stall-free batching with token budget
-    ``budget`` (running requests first, in admission order, then chunks of new prompts
-    fill what is left).
-    ``"prefill_or_decode"``: chunked prefill with budget ``budget``, but a step is all
-    prefill chunks or all decodes, prefill first (SGLang without mixed chunks).
-    ``"prefill_first"``: vLLM's early scheduler with chunked prefill off (nano-vllm
-    likewise): a step is all prefill (whole prompts, new ones first) or all decode. (Orca,
-    by contrast, mixed a prefill and decodes in one step: selective batching.) Its budget
-    must hold a whole prompt, so it is at least ``max_model_len``."""
-    if policy == "chunked":
-        return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
-                               max_model_len=max_model_len)
-    if policy == "prefill_or_decode":
-        return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_num_seqs,
-                               max_model_len=max_model_len, batching="prefill_or_decode")
-    if policy == "prefill_first":
-        return SchedulerConfig(max_num_batched_tokens=max(budget, max_model_len),
-                               max_num_seqs=max_num_seqs, enable_chunked_prefill=False,
-                               max_model_len=max_model_len, batching="prefill_first")
-    raise ValueError("policy must be 'chunked', 'prefill_or_decode' or 'prefill_first', "
-                     f"got {policy!r}")

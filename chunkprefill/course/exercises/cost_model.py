@@ -1,5 +1,5 @@
 """Notebook 08's exercises (the simulator at scale). Right answers come from the cost model
-and the simulator themselves (``CostModel``, ``sim.compare_policies``, ``sim.tbt_slo``),
+and the simulator themselves (``CostModel``, ``sim.compare_batching``, ``sim.tbt_slo``),
 never typed in here."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from chunkprefill.course.exercises.common import verdict as _verdict
-from chunkprefill.sim import CostModel, chunking_overhead, compare_policies, tbt_slo
+from chunkprefill.sim import CostModel, chunking_overhead, compare_batching, tbt_slo
 from chunkprefill.workload import sharegpt_like
 
 LOADS = (0.5, 1.0, 2.0, 4.0, 6.0)  # QPS offered in exercise 08.2
@@ -38,7 +38,7 @@ def first_load_over_slo(num_requests: int = 200, budget: int = 2048) -> float | 
     slo = tbt_slo(cm)
     for qps in LOADS:
         wl = sharegpt_like(num_requests, qps, seed=0, max_model_len=cm.model.max_model_len)
-        if compare_policies(wl, cm, budget)["prefill-first"].p99_tbt > slo:
+        if compare_batching(wl, cm, budget)["prefill_first"].p99_itl > slo:
             return qps
     return None
 
@@ -46,7 +46,7 @@ def first_load_over_slo(num_requests: int = 200, budget: int = 2048) -> float | 
 def check_load(answer: float | None) -> str:
     """Exercise 08.2: with the widget's setup (200 ShareGPT-like requests, seed 0, budget
     2048), at which load of ``LOADS`` does prefill-first first break the strict P99 TBT SLO?"""
-    hint = ("run sim.compare_policies at each load and compare 'prefill-first'.p99_tbt with "
+    hint = ("run sim.compare_batching at each load and compare 'prefill_first'.p99_itl with "
             "sim.tbt_slo(cm)")
     if answer is None:  # no simulation needed to say so
         return f"Not yet (None). Hint: {hint}"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from chunkprefill import SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
-from chunkprefill.lab.stall import StallWorkload, prefill_chunks, stall_config
+from chunkprefill.lab.stall import StallWorkload, prefill_chunks
 from chunkprefill.lab.stats import Estimate
 from chunkprefill.timing import CLOCKS, Timer
 from chunkprefill.trace import run_trace
@@ -17,7 +18,8 @@ def _chunks(num_decodes: int, budget: int, prompt_len: int) -> list[int]:
     """The chunks of one long prompt arriving at step 8 beside ``num_decodes`` decodes."""
     wl = StallWorkload(num_decodes=num_decodes, decode_prompt_len=16, decode_output_len=40,
                        long_prompt_len=prompt_len, long_output_len=4, long_arrival_steps=(8,))
-    steps = run_trace(wl.trace_requests(), stall_config(budget, 4096), wl.cache_config())
+    steps = run_trace(wl.trace_requests(), SchedulerConfig.for_budget(budget, max_model_len=4096),
+                      wl.cache_config())
     return prefill_chunks(steps, "long0", prompt_len)
 
 
@@ -33,9 +35,10 @@ def check_chunks(answer: tuple[int, int] | None) -> str:
 def broken_configs() -> dict[str, object]:
     """Exercise 01.2's experiment, with a bug: it claims to compare chunking off with chunking
     on, but the two configurations differ in more than that."""
-    off = stall_config(None, 4096)
+    off = SchedulerConfig.for_budget(None, max_model_len=4096, chunked=False)
     return {"chunking off": off,
-            "chunking on": dataclasses.replace(stall_config(288, 4096), max_num_seqs=16)}
+            "chunking on": dataclasses.replace(SchedulerConfig.for_budget(288, max_model_len=4096),
+                                               max_num_seqs=16)}
 
 
 def check_second_variable(answer: set[str] | None) -> str:

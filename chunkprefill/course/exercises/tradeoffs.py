@@ -7,7 +7,7 @@ import dataclasses
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
-from chunkprefill.lab.stall import TRADEOFF_WORKLOAD, StallComparison, prefill_chunks, stall_config
+from chunkprefill.lab.stall import TRADEOFF_WORKLOAD, StallComparison, prefill_chunks
 from chunkprefill.trace import TraceRequest, run_trace
 
 
@@ -15,7 +15,8 @@ def check_chunks(answer: tuple[int, int] | None) -> str:
     """Exercise 06.1: the trade-off workload (32 decodes, one 1,024-token prompt) at budget
     100. Answer ``(largest chunk, number of chunks)``."""
     wl = TRADEOFF_WORKLOAD
-    steps = run_trace(wl.trace_requests(), stall_config(100, 2048), wl.cache_config())
+    steps = run_trace(wl.trace_requests(), SchedulerConfig.for_budget(100, max_model_len=2048),
+                      wl.cache_config())
     chunks = prefill_chunks(steps, "long0", wl.long_prompt_len)
     return _verdict(None if answer is None else tuple(answer), (max(chunks), len(chunks)),
                     "the decodes are served first, one token each; the prompt gets the rest of "
@@ -46,7 +47,8 @@ def check_threshold(answer: tuple[int, int] | None) -> str:
 
 def broken_sweep(budgets: tuple[int, ...] = (64, 128, 288)) -> dict[int, SchedulerConfig]:
     """Exercise 06.3's sweep, with a bug: meant to change only the budget."""
-    return {b: dataclasses.replace(stall_config(b, 2048), max_num_seqs=b // 8) for b in budgets}
+    return {b: dataclasses.replace(SchedulerConfig.for_budget(b, max_model_len=2048),
+                                   max_num_seqs=b // 8) for b in budgets}
 
 
 def _max_running(sc: SchedulerConfig) -> int:
@@ -56,9 +58,11 @@ def _max_running(sc: SchedulerConfig) -> int:
 
 def check_bug(answer: tuple[int, int] | None) -> str:
     """Exercise 06.3: on the trade-off workload at budget 128, how many requests run at most
-    in one step with the broken sweep's config, and with ``stall_config(128, 2048)``? Answer
+    in one step with the broken sweep's config, and with
+    ``SchedulerConfig.for_budget(128, max_model_len=2048)``? Answer
     ``(broken, correct)``."""
-    expected = (_max_running(broken_sweep((128,))[128]), _max_running(stall_config(128, 2048)))
+    expected = (_max_running(broken_sweep((128,))[128]),
+                _max_running(SchedulerConfig.for_budget(128, max_model_len=2048)))
     return _verdict(None if answer is None else tuple(answer), expected,
                     "print the config: max_num_seqs caps how many requests run at once; "
                     "TraceStep.running lists them")
@@ -70,7 +74,7 @@ def check_measure(cmp: StallComparison | None) -> str:
     long prompt, only the budget differs, the same schedule in every repeat) and what the
     scheduler guarantees: four times the chunks cost the long prompt a clearly later first
     token (the ratio's interval lies above 1.2)."""
-    hint = ("configs = {b: stall_config(b, 512) for b in (40, 136)}; "
+    hint = ("configs = {b: SchedulerConfig.for_budget(b, max_model_len=512) for b in (40, 136)}; "
             "cmp = compare_stall(model, workload, configs, repeats=3)")
     if cmp is None or len(cmp.configs) != 2 or len(cmp.workload.long_arrival_steps) != 1:
         return f"Not yet. Hint: {hint}"

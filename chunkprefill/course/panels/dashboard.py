@@ -20,7 +20,6 @@ from chunkprefill.lab.serving import (
     BudgetPoint,
     MixedResult,
     MixedWorkload,
-    mixed_scheduler_config,
     run_mixed,
 )
 from chunkprefill.timing import clock_label
@@ -139,7 +138,7 @@ class ChunkDashboardData:
 
     def scheduler_config(self, key: DashboardKey) -> SchedulerConfig:
         """Raises the ``SchedulerConfig``'s ``ValueError`` for a refused combination."""
-        return mixed_scheduler_config(self.workload_of(key), key.budget, key.threshold,
+        return self.workload_of(key).scheduler_config(key.budget, key.threshold,
                                       key.chunked, self.max_model_len)
 
     # -- measuring ------------------------------------------------------------------
@@ -155,7 +154,7 @@ class ChunkDashboardData:
             wl = MixedWorkload(num_decodes=2, num_long=1, long_prompt_len=64,
                                vocab_size=self.model_config.vocab_size)
             with torch.inference_mode():  # warm-up: first calls allocate and compile
-                run_mixed(model, wl, mixed_scheduler_config(wl, 64), attention_backend=backend,
+                run_mixed(model, wl, wl.scheduler_config(64), attention_backend=backend,
                           device=device)
             self._models[device_label] = model
         return self._models[device_label]
@@ -324,7 +323,7 @@ def chunk_dashboard_update(
     a position whose row is not complete is measured now with the rest of its row (the sweep
     panel is never a lone point; ``progress(done, total)`` hears of each run) and cached."""
     try:  # the scheduler judges the values as given (the key stores them canonically)
-        mixed_scheduler_config(data.workload(long_prompt_len, num_decodes, rate), budget,
+        data.workload(long_prompt_len, num_decodes, rate).scheduler_config(budget,
                                threshold, chunked, data.max_model_len)
         key = data.key(budget, threshold, long_prompt_len, num_decodes, rate, chunked, device)
     except ValueError as e:

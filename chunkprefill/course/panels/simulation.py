@@ -14,12 +14,12 @@ def simulation_view(cost_model: Any = None, budget: int = SIM_PANEL_BUDGET,
     """One view of ``simulation_panel``: the figure and the two ``SimResult``s (the same
     ShareGPT-like requests at ``qps``, chunked with ``budget`` and prefill-first)."""
     from chunkprefill.course.plots.simulated import plot_simulation
-    from chunkprefill.sim import CostModel, compare_policies, tbt_slo
+    from chunkprefill.sim import CostModel, compare_batching, tbt_slo
     from chunkprefill.workload import sharegpt_like
 
     cm = cost_model or CostModel.preset()
     wl = sharegpt_like(num_requests, qps, seed=seed, max_model_len=cm.model.max_model_len)
-    results = compare_policies(wl, cm, budget)
+    results = compare_batching(wl, cm, budget)
     return plot_simulation(results, cm, tbt_slo(cm),
                            f"{num_requests} ShareGPT-like requests at {qps:g} QPS"), results
 

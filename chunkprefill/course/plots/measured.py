@@ -239,8 +239,8 @@ def plot_budget_sweep(
 class _TradeoffPoint(Protocol):
     budget: int
     num_chunks: int
-    long_ttft: Any  # Estimate
-    p99_itl: Any  # Estimate
+    long_ttft_ci: Any  # Estimate
+    p99_itl_ci: Any  # Estimate
 
 
 def plot_tradeoff(points: Sequence[_TradeoffPoint], timing_label: str,
@@ -252,8 +252,8 @@ def plot_tradeoff(points: Sequence[_TradeoffPoint], timing_label: str,
     left, right = fig.subplots(1, 2, sharex=True)
     pts = sorted(points, key=lambda p: p.budget)
     xs = [p.budget for p in pts]
-    for ax, attr, color, name in ((left, "long_ttft", "tab:red", "long prompt's TTFT"),
-                                  (right, "p99_itl", "tab:blue", "decodes' P99 ITL")):
+    for ax, attr, color, name in ((left, "long_ttft_ci", "tab:red", "long prompt's TTFT"),
+                                  (right, "p99_itl_ci", "tab:blue", "decodes' P99 ITL")):
         mid, err = _mid_and_err([getattr(p, attr) for p in pts], 1e3)
         ax.errorbar(xs, mid, yerr=err, fmt="o-", color=color, ms=4, capsize=3, lw=1.2)
         ax.set_xscale("log", base=2)

@@ -57,19 +57,19 @@ def _two_axes(axes: Sequence[Axes] | None, figsize: tuple[float, float],
 
 def plot_budget_sweep(rows: Sequence[Mapping[str, Any]], slo_s: float | None = None,
                       axes: Sequence[Axes] | None = None) -> Figure:
-    """P99 TBT and median TTFT vs token budget (chunked), prefill-first as a line
-    (``sim.sweep_budgets`` rows)."""
+    """P99 TBT and median TTFT vs token budget (``batching="mixed"``), prefill-first as a
+    line (``sim.sweep_budgets`` rows)."""
     fig, axes = _two_axes(axes, (10, 3.6))
-    ch = [r for r in rows if r["policy"] == "chunked"]
-    pf = [r for r in rows if r["policy"] == "prefill_first"]
-    for ax, key, label in ((axes[0], "p99_tbt_s", "P99 TBT (ms)"),
+    ch = [r for r in rows if r["batching"] == "mixed"]
+    pf = [r for r in rows if r["batching"] == "prefill_first"]
+    for ax, key, label in ((axes[0], "p99_itl_s", "P99 TBT (ms)"),
                            (axes[1], "median_ttft_s", "median TTFT (ms)")):
-        ax.plot([r["budget"] for r in ch], [r[key] * 1e3 for r in ch], "o-", label="chunked",
-                color=policy_color("chunked"))
+        ax.plot([r["budget"] for r in ch], [r[key] * 1e3 for r in ch], "o-", label="mixed",
+                color=batching_color("mixed"))
         span = [min(r["budget"] for r in ch), max(r["budget"] for r in ch)] if ch else [1, 2]
         for r in pf:  # a line over the swept budgets (not axhline): the y range includes it
-            ax.plot(span, [r[key] * 1e3] * 2, color=policy_color("prefill-first"), ls="--",
-                    label="prefill-first")
+            ax.plot(span, [r[key] * 1e3] * 2, color=batching_color("prefill_first"), ls="--",
+                    label="prefill_first")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("token budget (max_num_batched_tokens)")
         ax.set_ylabel(label)
@@ -98,14 +98,14 @@ def plot_chunking_overhead(cost_model: CostModel, prompt_len: int = 8192,
     return fig
 
 
-# One colour per scheduling policy in every plot of notebook 08 (labels start with the name).
-POLICY_COLORS = {"chunked": "tab:blue", "prefill-first": "tab:orange",
-                 "prefill_first": "tab:orange", "prefill_or_decode": "tab:green"}
+# One colour per batching style in every simulated plot (labels start with the style's name).
+BATCHING_COLORS = {"mixed": "tab:blue", "prefill_or_decode": "tab:green",
+                   "prefill_first": "tab:orange"}
 
 
-def policy_color(label: str, i: int = 0) -> str:
-    """The policy's colour (``POLICY_COLORS``, by the label's first word), else ``C{i}``."""
-    for name, color in POLICY_COLORS.items():
+def batching_color(label: str, i: int = 0) -> str:
+    """The style's colour (``BATCHING_COLORS``, by the label's first word), else ``C{i}``."""
+    for name, color in BATCHING_COLORS.items():
         if label.startswith(name):
             return color
     return f"C{i}"
@@ -114,8 +114,8 @@ def policy_color(label: str, i: int = 0) -> str:
 def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = None,
                       ax: Axes | Sequence[Axes] | None = None) -> Figure:
     """Each step's duration over (simulated) time: prefill-first's spikes are generation
-    stalls every running request sees as one long gap. One panel per policy (shared axes),
-    so no policy's line hides under another's; a single ``ax`` overlays them, each later
+    stalls every running request sees as one long gap. One panel per batching style (shared axes),
+    so no style's line hides under another's; a single ``ax`` overlays them, each later
     line thinner and on top."""
     n = len(results)
     if ax is None:
@@ -129,7 +129,7 @@ def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = No
         log = [s for s in r.step_log if s.num_scheduled_tokens]
         a.plot([s.start_s for s in log], [s.duration_s * 1e3 for s in log],
                lw=max(1.6 - 0.6 * i, 0.5) if axes.count(a) > 1 else 0.8, zorder=2 + i,
-               color=policy_color(label, i), label=f"{label}: P99 TBT {r.p99_tbt * 1e3:.0f} ms")
+               color=batching_color(label, i), label=f"{label}: P99 TBT {r.p99_itl * 1e3:.0f} ms")
     for a in dict.fromkeys(axes):
         if slo_s is not None:
             a.axhline(slo_s * 1e3, color="k", ls=":", label="SLO")
@@ -143,17 +143,17 @@ def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = No
 
 def plot_capacity(capacities: Mapping[str, Mapping[str, float]],
                   ax: Axes | None = None) -> Figure:
-    """Bar chart: capacity (QPS) per policy, for each SLO. ``capacities[slo][policy]``."""
+    """Bar chart: capacity (QPS) per batching style, for each SLO. ``capacities[slo][batching]``."""
     fig, ax = figure_and_axes(ax, (6.4, 3.6))
     slos = list(capacities)
-    policies = list(next(iter(capacities.values())))
-    width = 0.8 / len(policies)
-    for j, pol in enumerate(policies):
+    styles = list(next(iter(capacities.values())))
+    width = 0.8 / len(styles)
+    for j, style in enumerate(styles):
         xs = np.arange(len(slos)) + j * width
-        bars = ax.bar(xs, [capacities[s][pol] for s in slos], width, label=pol,
-                      color=policy_color(pol, j))
+        bars = ax.bar(xs, [capacities[s][style] for s in slos], width, label=style,
+                      color=batching_color(style, j))
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
-    ax.set_xticks(np.arange(len(slos)) + width * (len(policies) - 1) / 2, slos)
+    ax.set_xticks(np.arange(len(slos)) + width * (len(styles) - 1) / 2, slos)
     ax.set_ylabel("capacity (QPS)")
     ax.set_title("SIMULATED capacity under a P99 TBT SLO")
     ax.legend(fontsize=8)
@@ -162,8 +162,8 @@ def plot_capacity(capacities: Mapping[str, Mapping[str, float]],
 
 def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo_s: float,
                     title: str = "", axes: Sequence[Any] | None = None) -> Figure:
-    """The slider view (``sim.compare_policies`` results): step times over time, one panel
-    per policy, and each policy's ITL CDF against the SLO. ``axes``: ``(timeline axes or
+    """The slider view (``sim.compare_batching`` results): step times over time, one panel
+    per batching style, and each style's ITL CDF against the SLO. ``axes``: ``(timeline axes or
     list of them, CDF axes)``."""
     if axes is None:  # the timelines one above the other, the CDFs beside them
         fig = Figure(figsize=(11, 1.2 + 1.6 * len(results)), layout="constrained")
@@ -178,7 +178,7 @@ def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo
     timeline = axes[0] if isinstance(axes[0], Axes) else axes[0][0]
     for i, (label, r) in enumerate(results.items()):
         itl = np.sort(r.itls) * 1e3
-        axes[1].plot(itl, np.linspace(0, 1, len(itl)), color=policy_color(label, i),
+        axes[1].plot(itl, np.linspace(0, 1, len(itl)), color=batching_color(label, i),
                      label=f"{label}\nmedian TTFT {r.median_ttft:.2f} s")
     axes[1].axhline(0.99, color="grey", lw=0.8)
     axes[1].axvline(slo_s * 1e3, color="k", ls=":")
