@@ -1,21 +1,20 @@
-"""The simulator's fast path: many plain decode steps applied at once.
+"""Fast-forward: many plain decode steps applied at once.
 
-A simulated decode-only stretch costs one pass over the running requests instead of one
-``schedule()`` + ``update_from_output()`` per step, which is what lets 10,000 requests
-simulate in seconds. It must be invisible: ``tests/test_fast_forward.py`` runs workloads
-both ways and compares every step, bit for bit.
+A decode-only stretch costs one pass over the running requests instead of one
+``schedule()`` + ``update_from_output()`` per step, which is what lets 10,000 simulated
+requests run in seconds. It must be invisible: ``tests/test_fast_forward.py`` runs workloads
+both ways and compares every step, bit for bit. The engine owns it (``LLMEngine.
+step_fast_forward``): ``plan`` says how many of the next steps are certain to be plain
+decode steps, the executor prices them, ``apply`` moves the scheduler that many steps on.
 
-It lives here, not in ``scheduler.py``, so that a reader of the scheduler meets only vLLM's
-rules. It reaches the scheduler through a narrow interface: it *reads* ``Scheduler.running``,
-``Scheduler.waiting``, ``Scheduler.max_model_len`` and the ``KVCacheManager``'s
-``block_tables``, ``block_size`` and ``num_free_blocks``; it *writes* only through
+It lives beside the scheduler, not inside it, so a reader of ``scheduler.py`` meets only
+vLLM's rules. It *reads* ``Scheduler.running``, ``waiting``, ``max_model_len`` and the KV
+manager's ``block_tables``, ``block_size`` and ``num_free_blocks``; it *writes* only through
 ``KVCacheManager.append_blocks`` (new blocks, in the order ``schedule()`` would take them),
-``Scheduler.stop_requests`` (finish requests whose last token it appended) and each running
-``Request``'s token counters."""
+``Scheduler.stop_requests`` and each running ``Request``'s token counters."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from chunkprefill.checks import check_int
@@ -23,22 +22,8 @@ from chunkprefill.scheduler import Scheduler
 
 
 @dataclass
-class DecodeRun:
-    """What ``advance_decode_run`` did: ``num_steps`` plain decode steps of
-    ``request_ids`` (the running requests, in order), each running ``num_steps_each[i]``
-    of them (fewer if it stopped); ``finished[k]``: the requests that stopped in step k
-    (0-based); the free KV blocks after each step."""
-
-    num_steps: int
-    request_ids: list[str]
-    num_steps_each: list[int]
-    finished: list[list[str]]
-    num_free_blocks: list[int]
-
-
-@dataclass
-class _DecodePlan:
-    """A run of plain decode steps, per running request (in order): its id,
+class FastForwardPlan:
+    """The next ``num_steps`` plain decode steps, per running request (in order): its id,
     ``num_computed_tokens``, the steps until it stops, and its block table (the list)."""
 
     num_steps: int
@@ -73,26 +58,32 @@ class _DecodePlan:
         return events
 
 
-def decode_run_length(scheduler: Scheduler, max_steps: int, token_id: int) -> int:
-    """How many of the next steps (at most ``max_steps``) are certain to be *plain
-    decode steps*, given that every request samples ``token_id`` and nothing arrives:
-    each running request gets exactly 1 token per step, in the same order, until it
-    stops (``eos_token_id``, ``max_tokens`` or ``max_model_len``) and drops out; nobody
-    is admitted or preempted. 0 if the next step is not one. Why it is certain: with
-    the waiting queue empty and every running request owing 1 token, ``schedule()``
-    hands each of them 1 token (the budget holds one per request: SchedulerConfig
-    demands max_num_batched_tokens >= max_num_seqs), and a decode needs at most one
-    new KV block per ``block_size`` steps (checked: all of them fit the blocks free
-    now, so no allocation can fail)."""
-    plan = _plan_decode_run(scheduler, max_steps, token_id)
-    return 0 if plan is None else plan.num_steps
+@dataclass
+class FastForward:
+    """What ``apply`` did: ``num_steps`` plain decode steps of ``request_ids`` (the running
+    requests, in order), request i running ``num_steps_each[i]`` of them (fewer if it
+    stopped); ``finished[k]``: the requests that stopped in step k (0-based); the free KV
+    blocks after each step."""
+
+    num_steps: int
+    request_ids: list[str]
+    num_steps_each: list[int]
+    finished: list[list[str]]
+    num_free_blocks: list[int]
 
 
-def _plan_decode_run(scheduler: Scheduler, max_steps: int, token_id: int) -> _DecodePlan | None:
-    """The longest run of plain decode steps, at most ``max_steps``; None if there is
-    none. One pass over the running requests."""
+def plan(scheduler: Scheduler, max_steps: int, token_id: int) -> FastForwardPlan | None:
+    """How many of the next steps (at most ``max_steps``) are certain to be *plain decode
+    steps*, given that every request samples ``token_id`` and nothing arrives: each running
+    request gets exactly 1 token per step, in the same order, until it stops
+    (``eos_token_id``, ``max_tokens`` or ``max_model_len``) and drops out; nobody is
+    admitted or preempted. None if the next step is not one. Why it is certain: with the
+    waiting queue empty and every running request owing 1 token, ``schedule()`` hands each
+    of them 1 token (``SchedulerConfig`` demands ``max_num_batched_tokens >=
+    max_num_seqs``), and every block the run takes is free now, so no allocation fails."""
+    check_int("max_steps", max_steps, 1)
     running = scheduler.running
-    if scheduler.waiting or not running or max_steps < 1:
+    if scheduler.waiting or not running:
         return None
     if scheduler.kv_cache_manager.enable_caching:
         return None  # not modelled: with prefix caching, blocks a decode fills get hashed
@@ -111,51 +102,36 @@ def _plan_decode_run(scheduler: Scheduler, max_steps: int, token_id: int) -> _De
             left = mml - r.num_tokens
         steps_left.append(1 if token_id == r.eos_token_id else left)
     ids = [r.request_id for r in running]
-    plan = _DecodePlan(min(max_steps, max(steps_left)), ids,
-                       [r.num_computed_tokens for r in running], steps_left,
-                       [tables[rid] for rid in ids])
-    k = plan.num_steps
-    # KV: every block the run takes must be free now (blocks freed by requests that
-    # stop meanwhile are not counted: a shorter run, never a wrong one). The count is
-    # monotone in the step count, so bisect for the largest that fits.
+    p = FastForwardPlan(min(max_steps, max(steps_left)), ids,
+                        [r.num_computed_tokens for r in running], steps_left,
+                        [tables[rid] for rid in ids])
+    # KV: every block the run takes must be free now (blocks freed by requests that stop
+    # meanwhile are not counted: a shorter run, never a wrong one). The count is monotone
+    # in the step count, so bisect for the largest that fits.
     free = kv.num_free_blocks
-    if plan.num_new_blocks(k, kv.block_size) > free:
-        lo, hi = 0, k  # lo fits, hi does not
+    if p.num_new_blocks(p.num_steps, kv.block_size) > free:
+        lo, hi = 0, p.num_steps  # lo fits, hi does not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            fits = plan.num_new_blocks(mid, kv.block_size) <= free
-            lo, hi = (mid, hi) if fits else (lo, mid)
-        plan.num_steps = lo
-    return plan if plan.num_steps else None
+            lo, hi = (mid, hi) if p.num_new_blocks(mid, kv.block_size) <= free else (lo, mid)
+        p.num_steps = lo
+    return p if p.num_steps else None
 
 
-def advance_decode_run(scheduler: Scheduler, max_steps: int, token_id: int,
-                       choose: Callable[[int, list[int], list[int]], int] | None = None,
-                       ) -> DecodeRun:
-    """Apply the next plain decode steps at once (at most ``max_steps``; see
-    ``decode_run_length``): the same state (tokens, ``num_computed_tokens``, block
-    tables block for block, free-block order, finished requests) as that many rounds
-    of ``schedule()`` + ``update_from_output()`` with every request sampling
-    ``token_id``. ``choose(k, context_lens, steps_left)`` may take fewer than the k
-    possible steps (the simulator stops at the next arrival, which depends on step
-    times only its executor knows): it gets each running request's
-    ``num_computed_tokens`` and the steps until it stops, and returns 1..k.
-    A result with ``num_steps == 0``: the next step is not a plain decode step and
-    nothing was done. The run makes no ``SchedulerOutput``: the next ``schedule()``
-    reports every request finished since the previous one (``Scheduler.stop_requests``)."""
-    check_int("max_steps", max_steps, 1)
-    plan = _plan_decode_run(scheduler, max_steps, token_id)
-    if plan is None:
-        return DecodeRun(0, [], [], [], [])
-    k, steps_left = plan.num_steps, plan.steps_left
-    num_steps = k if choose is None else choose(k, plan.context_lens, steps_left)
-    if not (isinstance(num_steps, int) and 1 <= num_steps <= k):
-        raise ValueError(f"choose must return a step count from 1 to {k}, got {num_steps!r}")
+def apply(scheduler: Scheduler, p: FastForwardPlan, num_steps: int,
+          token_id: int) -> FastForward:
+    """Apply the first ``num_steps`` (1 to ``p.num_steps``) steps of plan ``p``: the same
+    state (tokens, ``num_computed_tokens``, block tables block for block, free-block order,
+    finished requests) as that many rounds of ``schedule()`` + ``update_from_output()`` with
+    every request sampling ``token_id``. The run makes no ``SchedulerOutput``: the next
+    ``schedule()`` reports every request finished since the previous one."""
+    check_int("num_steps", num_steps, 1, p.num_steps)
+    steps_left = p.steps_left
     running, kv = scheduler.running, scheduler.kv_cache_manager
     # 1. New blocks, in the order schedule() takes them; free_delta[k]: free blocks
     #    gained (+) or taken (-) in step k.
-    events = plan.block_events(num_steps, kv.block_size)
-    kv.append_blocks([plan.request_ids[i] for _, i in events])
+    events = p.block_events(num_steps, kv.block_size)
+    kv.append_blocks([p.request_ids[i] for _, i in events])
     free_delta = [0] * (num_steps + 1)
     for step, _ in events:
         free_delta[step] -= 1
@@ -177,11 +153,11 @@ def advance_decode_run(scheduler: Scheduler, max_steps: int, token_id: int,
     stops.sort()
     finished: list[list[str]] = [[] for _ in range(num_steps)]
     for step, i in stops:
-        free_delta[step] += len(plan.block_tables[i])
-        finished[step - 1].append(plan.request_ids[i])
+        free_delta[step] += len(p.block_tables[i])
+        finished[step - 1].append(p.request_ids[i])
     scheduler.stop_requests([running[i] for _, i in stops])
     free_after, free = [], kv.num_free_blocks - sum(free_delta)
     for step in range(1, num_steps + 1):
         free += free_delta[step]
         free_after.append(free)
-    return DecodeRun(num_steps, plan.request_ids, num_steps_each, finished, free_after)
+    return FastForward(num_steps, p.request_ids, num_steps_each, finished, free_after)

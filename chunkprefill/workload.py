@@ -30,7 +30,7 @@ Imports numpy only."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -207,15 +207,13 @@ def rescale_arrivals(reqs: list[WorkloadRequest], factor: float) -> list[Workloa
             for r in reqs]
 
 
-def run_workload(engine: LLMEngine, workload: Sequence[WorkloadRequest],
-                 on_step: Callable[[LLMEngine], None] | None = None) -> list[RequestOutput]:
+def run_workload(engine: LLMEngine, workload: Sequence[WorkloadRequest]) -> list[RequestOutput]:
     """Feed ``workload`` to ``engine`` as its clock reaches each arrival and step until
     every request has finished. A request is added (with its true arrival time) right
     before the first step that starts at or after its arrival, which is what
     ``LLMEngine.step`` does with future arrivals itself; adding them just in time keeps
-    the engine's pending list short. Works for any executor, measured or simulated.
-    ``on_step`` is called after every ``step()`` and after every bulk run of decode steps
-    (``LLMEngine.step_decode_run``), not once per step of such a run.
+    the engine's pending list short. Works for any executor, measured or simulated;
+    decode-only stretches are fast-forwarded where the executor can price them.
     Returns the finished requests' outputs, in finishing order."""
     reqs = sorted(workload, key=lambda r: r.arrival_time)
     params_cache: dict[int, SamplingParams] = {}
@@ -241,8 +239,6 @@ def run_workload(engine: LLMEngine, workload: Sequence[WorkloadRequest],
                 add(reqs[i])  # idle: a future arrival; the engine's clock jumps to it
                 i += 1
             # Decode-only stretches until the next arrival in bulk (if the executor can).
-            run = engine.step_decode_run(reqs[i].arrival_time if i < n else math.inf)
+            run = engine.step_fast_forward(reqs[i].arrival_time if i < n else math.inf)
             outputs += engine.step() if run is None else run
-            if on_step is not None:
-                on_step(engine)
     return outputs

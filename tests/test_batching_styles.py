@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_scheduler_properties import workloads as base_workloads
 
-from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
-from chunkprefill.fast_forward import decode_run_length
+from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig, fast_forward
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
 
@@ -166,7 +165,7 @@ def test_no_decode_run_while_a_resumed_request_still_recomputes():
     r1, r3 = sched.running
     assert not sched.waiting and r1.num_preemptions and r1.num_owed_tokens == 1
     assert r1.output_token_ids and r3.num_owed_tokens == 1 and r3.output_token_ids
-    assert decode_run_length(sched, 10, token_id=1) == 0
+    assert fast_forward.plan(sched, 10, token_id=1) is None
     assert sched.schedule().num_scheduled_tokens == {"r1": 1}  # prefill alone; r3 waits
 
 

@@ -105,21 +105,9 @@ def measure_toy(model: Any, workload: Sequence[WorkloadRequest],
     if clock == "thread":
         executor = ThreadTimeExecutor(executor, min_of)
     engine = LLMEngine(executor, scheduler_config, cache_config)
-    first: dict[str, float] = {}
-    seen: set[str] = set()
-
-    def on_step(eng: LLMEngine) -> None:
-        rec = eng.step_log[-1]
-        for rid in rec.num_scheduled_tokens:
-            if rid not in seen:
-                seen.add(rid)
-                first[rid] = rec.start_s
-
     t0 = time.perf_counter()
-    outputs = run_workload(engine, workload, on_step)
-    wall = time.perf_counter() - t0
-    delays = np.asarray([first[r.request_id] - r.arrival_time for r in workload])
-    return SimResult(engine, engine.summary(), delays, wall, outputs)
+    outputs = run_workload(engine, workload)
+    return SimResult.of(engine, outputs, time.perf_counter() - t0)
 
 
 def profile_toy(model: Any, runs: Sequence[tuple[SchedulerConfig, Sequence[WorkloadRequest]]],

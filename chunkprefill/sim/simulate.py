@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +22,10 @@ import numpy as np
 from chunkprefill.checks import check_positive
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.engine import LLMEngine, RequestOutput
-from chunkprefill.fast_forward import DecodeRun, advance_decode_run
 from chunkprefill.metrics import pooled_itl
 from chunkprefill.request import Request
-from chunkprefill.scheduler import Scheduler, SchedulerOutput
-from chunkprefill.sim.cost_model import CostModel
+from chunkprefill.scheduler import SchedulerOutput
+from chunkprefill.sim.cost_model import CostModel, batch_from_output
 from chunkprefill.trace import FAKE_TOKEN_ID
 from chunkprefill.workload import WorkloadRequest, run_workload
 
@@ -37,53 +36,37 @@ class CostModelExecutor:
     ``LLMEngine(CostModelExecutor(cost_model), scheduler_config, cache_config)`` is the
     simulator; the ``Scheduler`` inside is the one that drives the toy model.
     ``noise_sigma`` > 0 multiplies each step by a seeded lognormal factor (median 1): the
-    jitter a calibration measured on a real machine, so tail latencies are comparable."""
+    jitter a calibration measured on a real machine, so tail latencies are comparable.
+    It can price decode steps without a ``SchedulerOutput``, so the engine fast-forwards."""
+
+    fake_token_id = FAKE_TOKEN_ID
 
     def __init__(self, cost_model: CostModel, noise_sigma: float = 0.0, seed: int = 0) -> None:
         self.cost_model = cost_model
         self.noise_sigma = check_positive("noise_sigma", noise_sigma, allow_zero=True)
         self._rng = np.random.default_rng(seed) if noise_sigma > 0 else None
-        self.last_new_req_ids: list[str] = []  # admitted by the latest step
         self.num_steps = 0
 
     def execute(self, scheduler_output: SchedulerOutput,
                 requests: dict[str, Request]) -> tuple[dict[str, int], float]:
-        start = scheduler_output.num_computed_tokens
-        batch, sampled = [], {}
-        for rid, n in scheduler_output.num_scheduled_tokens.items():
-            batch.append((n, start[rid]))
-            r = requests[rid]
-            if r.num_owed_tokens == 0:  # its last owed token ran: it samples
-                sampled[rid] = FAKE_TOKEN_ID
-        self.last_new_req_ids = scheduler_output.scheduled_new_req_ids
+        sampled = {rid: FAKE_TOKEN_ID for rid in scheduler_output.num_scheduled_tokens
+                   if requests[rid].num_owed_tokens == 0}  # its last owed token ran
         self.num_steps += 1
-        duration = self.cost_model.step_time(batch)
-        if self._rng is not None:  # a measured machine's step-to-step jitter (lognormal)
-            duration *= math.exp(self.noise_sigma * self._rng.standard_normal())
-        return sampled, duration
+        return sampled, self._jitter(self.cost_model.step_time(batch_from_output(
+            scheduler_output)))
 
-    def decode_run(self, scheduler: Scheduler, max_steps: int, clock: float,
-                   stop_at: float) -> tuple[DecodeRun, list[float]]:
-        """Up to ``max_steps`` plain decode steps at once (``LLMEngine.step_decode_run``),
-        stopping after the first that ends at or after ``stop_at``: the scheduler advanced
-        by ``fast_forward.advance_decode_run`` and the steps' durations, the same numbers,
-        noise draws included, as ``execute`` one step at a time."""
-        durations: list[float] = []
+    def decode_step_times(self, context_lens: Sequence[int],
+                          steps_left: Sequence[int]) -> Iterator[float]:
+        """Consecutive plain decode steps' durations, the same numbers (noise draws
+        included) as ``execute`` one step at a time; drawn only as the engine takes them."""
+        for d in self.cost_model.decode_step_times(context_lens, steps_left):
+            self.num_steps += 1
+            yield self._jitter(d)
 
-        def choose(k: int, context_lens: list[int], steps_left: list[int]) -> int:
-            self.last_new_req_ids = []
-            t = clock
-            for d in self.cost_model.decode_step_times(context_lens, steps_left):
-                if self._rng is not None:
-                    d *= math.exp(self.noise_sigma * self._rng.standard_normal())
-                durations.append(d)
-                t += d
-                if t >= stop_at or len(durations) == k:
-                    break
-            self.num_steps += len(durations)
-            return len(durations)  # up to the next arrival
-
-        return advance_decode_run(scheduler, max_steps, FAKE_TOKEN_ID, choose), durations
+    def _jitter(self, duration: float) -> float:
+        if self._rng is None:
+            return duration
+        return duration * math.exp(self.noise_sigma * self._rng.standard_normal())
 
 
 @dataclass
@@ -97,6 +80,12 @@ class SimResult:
     scheduling_delays: np.ndarray
     wall_s: float
     outputs: list[RequestOutput] = field(default_factory=list)  # in finishing order
+
+    @classmethod
+    def of(cls, engine: LLMEngine, outputs: list[RequestOutput], wall_s: float) -> SimResult:
+        """A finished run's result: every request's scheduling delay from its metrics."""
+        delays = np.asarray([o.metrics.scheduling_delay for o in outputs])
+        return cls(engine, engine.summary(), delays, wall_s, outputs)
 
     @property
     def p99_itl(self) -> float:
@@ -140,17 +129,5 @@ def simulate(workload: Sequence[WorkloadRequest], cost_model: CostModel,
     t0 = time.perf_counter()
     executor = CostModelExecutor(cost_model, noise_sigma, seed)
     engine = LLMEngine(executor, scheduler_config, cache_config, fast_forward=fast_forward)
-    first_scheduled: dict[str, float] = {}
-
-    def on_step(eng: LLMEngine) -> None:
-        if executor.last_new_req_ids:
-            t = eng.step_log[-1].start_s
-            for rid in executor.last_new_req_ids:
-                first_scheduled.setdefault(rid, t)
-            executor.last_new_req_ids = []
-
-    outputs = run_workload(engine, workload, on_step)
-    arrival = {r.request_id: r.arrival_time for r in workload}
-    delays = np.asarray([first_scheduled[rid] - arrival[rid] for rid in arrival])
-    summary = engine.summary()
-    return SimResult(engine, summary, delays, time.perf_counter() - t0, outputs)
+    outputs = run_workload(engine, workload)
+    return SimResult.of(engine, outputs, time.perf_counter() - t0)
