@@ -1,6 +1,6 @@
 """Command line.
 
-``python -m chunkprefill trace --budget 16 --decodes 6 --prompt 40``: the seed's trace.
+``python -m chunkprefill trace --budget 16 --decodes 6 --prompt 40``: the article's trace.
 ``python -m chunkprefill prefill-time --model yi-34b --tp 2 --hardware a100-80gb-pcie
 --prompt-len 8192 --chunk-size 512``: one prompt's prefill alone, predicted chunk by chunk
 by the cost model (calibrated on real measurements where the setup has a calibration);
@@ -201,14 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prefill-time":
         return _prefill_time(parser, args)
     try:
-        sc = SchedulerConfig(
-            max_num_batched_tokens=args.budget,
-            max_num_seqs=args.max_num_seqs or min(128, args.budget),
-            enable_chunked_prefill=not args.no_chunking,
-            long_prefill_token_threshold=args.threshold,
-            max_model_len=args.max_model_len or 8192,
-            policy=args.policy,
-            batching=args.batching,
+        sc = SchedulerConfig.for_budget(
+            args.budget, max_model_len=args.max_model_len or 8192,
+            max_num_seqs=args.max_num_seqs, chunked=not args.no_chunking,
+            threshold=args.threshold, batching=args.batching, policy=args.policy,
             long_prefill_token_threshold_adaptive=args.long_prefill_token_threshold_adaptive,
             prefill_schedule_interval=args.prefill_schedule_interval,
             max_num_active_seqs=args.max_num_active_seqs,

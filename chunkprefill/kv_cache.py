@@ -71,11 +71,6 @@ class PrefixCacheStats:
             self.queries += num_tokens
             self.hits += num_hits
 
-    @property
-    def hit_rate(self) -> float:
-        """Hits over queries of new requests (0 before any query)."""
-        return self.hits / self.queries if self.queries else 0.0
-
 
 class BlockPool:
     """Blocks, their reference counts and hashes, and the free queue.
@@ -106,9 +101,6 @@ class BlockPool:
         """Free blocks, cached ones with no user included (they can be reused)."""
         return len(self._free)
 
-    @property
-    def num_cached_blocks(self) -> int:
-        return sum(len(ids) for ids in self.cached_block_hash_to_block.values())
 
     def free_block_ids(self) -> list[int]:
         """The free queue, front (next to be taken) first."""

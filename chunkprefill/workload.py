@@ -200,13 +200,6 @@ def _fit(reqs: list[WorkloadRequest], max_model_len: int) -> list[WorkloadReques
     return out
 
 
-def rescale_arrivals(reqs: list[WorkloadRequest], factor: float) -> list[WorkloadRequest]:
-    """The same requests with every arrival time multiplied by ``factor`` (> 0)."""
-    factor = check_positive("factor", factor)
-    return [WorkloadRequest(r.request_id, r.arrival_time * factor, r.prompt_len, r.output_len)
-            for r in reqs]
-
-
 def run_workload(engine: LLMEngine, workload: Sequence[WorkloadRequest]) -> list[RequestOutput]:
     """Feed ``workload`` to ``engine`` as its clock reaches each arrival and step until
     every request has finished. A request is added (with its true arrival time) right

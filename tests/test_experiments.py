@@ -13,7 +13,6 @@ from chunkprefill.lab.serving import BudgetPoint, MixedWorkload, run_mixed
 from chunkprefill.lab.stall import (
     StallWorkload,
     compare_stall,
-    prefill_chunks,
     run_stall,
     tradeoff_sweep,
 )
@@ -24,6 +23,7 @@ from chunkprefill.lab.step_cost import (
     step_time_vs_tokens,
     time_prefill_step,
 )
+from chunkprefill.trace import prompt_chunks
 
 SMALL = dict(num_decodes=4, decode_prompt_len=6, decode_output_len=5, num_long=2,
              long_prompt_len=40, vocab_size=512, rate=500.0)
@@ -175,7 +175,7 @@ def test_tradeoff_sweep_changes_only_the_budget(tiny):
         assert len(p.runs) == 2 and p.long_ttft_ci.n == p.p99_itl_ci.n == 2
         assert p.long_ttft_ci.median == pytest.approx(np.median([r.long_ttft_median
                                                               for r in p.runs]))
-        chunks = prefill_chunks(p.runs[0].step_log, "long0", 36)
+        chunks = prompt_chunks(p.runs[0].step_log, "long0")
         assert sum(chunks) == 36 and max(chunks) == p.budget - 2
     for bad in (2, 38, 0):  # no room beside the decodes / not chunked / not a budget
         with pytest.raises(ValueError, match="budget"):

@@ -21,7 +21,8 @@ def test_article_trace_budget_16():
         assert steps[k].num_scheduled_tokens == {**dict.fromkeys(decodes, 1), "P": 10}
         assert steps[k].budget_left == 0
     assert steps[6].num_scheduled_tokens["P"] == 1  # the fifth step is P's first decode
-    assert steps[5].num_computed_tokens["P"] == 40
+    assert steps[5].num_computed_tokens["P"] == 30  # its fourth chunk starts at 30
+    assert steps[5].num_computed_tokens_after["P"] == 40
     table = format_trace_table(steps[:7])
     assert table.splitlines()[3].split() == ["2", "1", "1", "1", "1", "1", "1", "10", "16", "0"]
 

@@ -16,7 +16,8 @@ from PIL import Image
 
 from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest, run_trace
 from chunkprefill.course import panels, plots, probes
-from chunkprefill.trace import article_trace_requests
+from chunkprefill.scheduler import TokenSplit
+from chunkprefill.trace import article_trace_requests, max_seq_len, prompt_chunks
 
 DECODES = [f"D{i}" for i in range(1, 7)]
 
@@ -51,40 +52,33 @@ def cell_numbers(ax):
 # ----------------------------------------------------------------------------- split
 
 
-def test_split_prefill_decode_seed(seed):
+def test_token_splits_on_the_article_trace(seed):
+    """What the scheduler says each token computed, against the article's table: P's four
+    chunks of 10 are prefill, the decodes' single tokens decode; step 6 is P's first decode,
+    step 0 the decodes' 1-token prompts."""
     reqs, steps = seed
-    split = plots.split_prefill_decode(steps, reqs)
     for k in range(2, 6):
-        assert split[k]["P"] == plots.TokenSplit(prefill=10, decode=0)
-        assert all(split[k][d] == plots.TokenSplit(0, 1) for d in DECODES)
-    assert split[6]["P"] == plots.TokenSplit(0, 1)  # the fifth step is P's first decode
-    assert split[0]["D1"] == plots.TokenSplit(1, 0)  # a decode's 1-token prompt, at step 0
-    # Every scheduled token is counted exactly once.
-    for s, cells in zip(steps, split, strict=True):
-        assert {r: c.total for r, c in cells.items()} == s.num_scheduled_tokens
+        assert steps[k].token_splits["P"] == TokenSplit(prefill=10, decode=0)
+        assert steps[k].num_computed_tokens["P"] == 10 * (k - 2)
+        assert all(steps[k].token_splits[d] == TokenSplit(0, 1) for d in DECODES)
+    assert steps[6].token_splits["P"] == TokenSplit(0, 1)
+    assert steps[0].token_splits["D1"] == TokenSplit(1, 0)
+    assert prompt_chunks(steps, "P") == [10, 10, 10, 10]
+    for s in steps:  # every scheduled token is counted exactly once
+        assert {r: c.total for r, c in s.token_splits.items()} == s.num_scheduled_tokens
 
 
-def test_split_accepts_prompt_length_mapping_and_checks_it(seed):
-    reqs, steps = seed
-    lens = {r.request_id: r.prompt_len for r in reqs}
-    assert plots.split_prefill_decode(steps, lens) == plots.split_prefill_decode(steps, reqs)
-    for wrong in (30, 50):
-        with pytest.raises(ValueError, match="prompt lengths"):
-            plots.split_prefill_decode(steps, {**lens, "P": wrong})
-    with pytest.raises(ValueError, match="no prompt length"):
-        plots.split_prefill_decode(steps, {"D1": 1})
-
-
-def test_split_marks_recompute_after_preemption(preemption):
+def test_token_splits_mark_recompute_after_preemption(preemption):
     reqs, steps = preemption
     (k,) = [s.step for s in steps if s.preempted]
     assert steps[k].preempted == ["C"]
     # C had computed 16 tokens (8 prompt + 8 fed-back outputs) when it was preempted.
     back = next(s.step for s in steps if s.step > k and "C" in s.num_scheduled_tokens)
     n = steps[back].num_scheduled_tokens["C"]
-    cell = plots.split_prefill_decode(steps, reqs)[back]["C"]
-    assert cell == plots.TokenSplit(prefill=0, decode=1, recompute=n - 1) and n == 17
-    assert cell.kind == "recompute"
+    cell = steps[back].token_splits["C"]
+    assert cell == TokenSplit(prefill=0, decode=1, recompute=n - 1) and n == 17
+    assert cell.kind == "recompute" and steps[back].num_computed_tokens["C"] == 0
+    assert prompt_chunks(steps, "C") == [8]  # the recomputation is not a prompt chunk
 
 
 # ----------------------------------------------------------------------------- plots
@@ -92,7 +86,7 @@ def test_split_marks_recompute_after_preemption(preemption):
 
 def test_timeline_cells_match_trace(seed):
     reqs, steps = seed
-    fig = plots.plot_trace_timeline(steps, reqs)
+    fig = plots.plot_trace_timeline(steps)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     ids = [t.get_text() for t in ax.get_yticklabels()]
@@ -117,7 +111,7 @@ def test_timeline_cells_match_trace(seed):
 
 def test_timeline_marks_waiting_stalled_and_preempted(preemption):
     reqs, steps = preemption
-    fig = plots.plot_trace_timeline(steps, reqs, annotate=False)
+    fig = plots.plot_trace_timeline(steps, annotate=False)
     ax = fig.axes[0]
     assert not ax.texts and not cell_numbers(ax)
     grid = np.asarray(ax.images[0].get_array())
@@ -135,7 +129,7 @@ def test_timeline_shows_stalled_running_requests():
     # Budget 2, three running 1-token decodes: the third gets nothing some steps.
     reqs = [TraceRequest(r, 1, 3) for r in "ABC"]
     steps = run_trace(reqs, SchedulerConfig(2, 2, max_model_len=64), CacheConfig(16, 10))
-    _, kinds, tokens = plots.timeline_grid(steps, reqs)
+    _, kinds, tokens = plots.timeline_grid(steps)
     code = {k: i for i, k in enumerate(plots.TIMELINE_KINDS)}
     assert (kinds == code["waiting"]).sum() == sum(
         len([r for r in s.waiting if r not in s.num_scheduled_tokens]) for s in steps)
@@ -146,14 +140,14 @@ def test_plots_need_a_prefix_of_the_trace(seed):
     reqs, steps = seed
     for bad in ([steps[0], steps[2]], steps[2:7]):
         with pytest.raises(ValueError, match="prefix"):
-            plots.plot_trace_timeline(bad, reqs)
-    ax = plots.plot_trace_timeline(steps[:7], reqs).axes[0]  # a prefix is fine
+            plots.plot_trace_timeline(bad)
+    ax = plots.plot_trace_timeline(steps[:7]).axes[0]  # a prefix is fine
     assert ax.get_xlim() == (-0.5, 6.5) and np.asarray(ax.images[0].get_array()).shape == (7, 7)
 
 
 def test_budget_bars_match_trace(seed):
     reqs, steps = seed
-    fig = plots.plot_budget_bars(steps, reqs)
+    fig = plots.plot_budget_bars(steps)
     ax = fig.axes[0]
     decode = bars(ax, plots.LABELS["decode"])
     prefill = bars(ax, plots.LABELS["prefill"])
@@ -170,11 +164,11 @@ def test_budget_bars_match_trace(seed):
 
 def test_budget_bars_count_recompute(preemption):
     reqs, steps = preemption
-    parts = plots.budget_breakdown(steps, reqs)
+    parts = plots.budget_breakdown(steps)
     for k, s in enumerate(steps):
         assert sum(parts[x][k] for x in parts) == s.token_budget
     assert sum(parts["recompute"]) == 16
-    ax = plots.plot_budget_bars(steps, reqs).axes[0]
+    ax = plots.plot_budget_bars(steps).axes[0]
     assert sum(bars(ax, plots.LABELS["recompute"])) == 16
 
 
@@ -192,13 +186,13 @@ def test_kv_blocks_plot(preemption):
 
 def test_computed_tokens_history_and_plot(preemption):
     reqs, steps = preemption
-    hist = plots.computed_tokens_history(steps, reqs)
+    hist = plots.computed_tokens_history(steps)
     for k, s in enumerate(steps):
-        for rid, c in s.num_computed_tokens.items():
+        for rid, c in s.num_computed_tokens_after.items():
             assert hist[rid][k] == c
     k = next(s.step for s in steps if s.preempted)
     assert hist["C"][k - 1] == 16 and hist["C"][k] == 0
-    ax = plots.plot_computed_tokens(steps, reqs).axes[0]
+    ax = plots.plot_computed_tokens(steps).axes[0]
     # A and B have identical histories: one line labelled for both, none hidden under another
     assert hist["A"] == hist["B"]
     assert [ln.get_label() for ln in ax.lines] == ["A = B", "C"]
@@ -210,17 +204,17 @@ def test_plots_draw_on_given_axes_and_leave_pyplot_alone(seed, preemption):
     before = plt.get_fignums()
     fig = Figure()
     ax = fig.add_subplot()
-    assert plots.plot_trace_timeline(steps, reqs, ax=ax) is fig
-    assert isinstance(plots.plot_trace_overview(steps, reqs), Figure)
+    assert plots.plot_trace_timeline(steps, ax=ax) is fig
+    assert isinstance(plots.plot_trace_overview(steps), Figure)
     assert isinstance(plots.plot_kv_blocks(preemption[1]), Figure)
     assert plt.get_fignums() == before
 
 
 def test_overview_has_one_legend_and_redraws_in_place(seed, preemption):
     reqs, steps = seed
-    fig = plots.plot_trace_overview(steps, reqs)
+    fig = plots.plot_trace_overview(steps)
     timeline, bar_ax = fig.axes
-    assert cell_numbers(timeline) == cell_numbers(plots.plot_trace_timeline(steps, reqs).axes[0])
+    assert cell_numbers(timeline) == cell_numbers(plots.plot_trace_timeline(steps).axes[0])
     assert bars(bar_ax, plots.LABELS["prefill"])[2:6] == [10] * 4
     assert timeline.get_xlim() == bar_ax.get_xlim()  # one step axis
     assert not timeline.get_legend() and not bar_ax.get_legend()
@@ -230,17 +224,17 @@ def test_overview_has_one_legend_and_redraws_in_place(seed, preemption):
         "token budget (max_num_batched_tokens)"]
     # Redrawing another trace into it gives the picture a new figure of that trace gives.
     p_reqs, p_steps = preemption
-    assert plots.plot_trace_overview(p_steps, p_reqs, fig=fig) is fig
-    assert panels.figure_png(fig) == panels.figure_png(plots.plot_trace_overview(p_steps, p_reqs))
+    assert plots.plot_trace_overview(p_steps, fig=fig) is fig
+    assert panels.figure_png(fig) == panels.figure_png(plots.plot_trace_overview(p_steps))
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert len(fig.legends) == 1 and plots.LABELS["recompute"] in labels and "preempted" in labels
     with pytest.raises(ValueError, match="plot_trace_overview"):
-        plots.plot_trace_overview(steps, reqs, fig=Figure())
+        plots.plot_trace_overview(steps, fig=Figure())
 
 
 def test_figure_png_is_plain_savefig_and_leaves_the_figure_alone(seed):
     reqs, steps = seed
-    for fig in (plots.plot_trace_overview(steps, reqs), plots.plot_trace_timeline(steps, reqs)):
+    for fig in (plots.plot_trace_overview(steps), plots.plot_trace_timeline(steps)):
         canvas, dpi = fig.canvas, fig.dpi
         png = panels.figure_png(fig)
         assert png[:4] == b"\x89PNG" and fig.canvas is canvas and fig.dpi == dpi
@@ -253,7 +247,7 @@ def test_figure_png_is_plain_savefig_and_leaves_the_figure_alone(seed):
 
 def test_cell_numbers_are_drawn_in_their_cells(seed):
     reqs, steps = seed
-    fig = plots.plot_trace_timeline(steps, reqs)
+    fig = plots.plot_trace_timeline(steps)
     ax = fig.axes[0]
     img = np.asarray(Image.open(io.BytesIO(panels.figure_png(fig, dpi=100))).convert("RGB"))
     h = img.shape[0]
@@ -336,13 +330,24 @@ def test_panel_update_chunking_off_large_budget_runs_p_in_one_step():
     assert "1 chunk(s) [40] in step 2; its first decode is step 3" in chunks_of_p(table)
 
 
-def test_panel_config_derivation():
-    c = panels.trace_scheduler_config(200, 6, 40, 0, True)
-    assert c.max_num_seqs == 128 and c.max_model_len == panels.CHUNKED_MAX_MODEL_LEN
-    c = panels.trace_scheduler_config(64, 6, 40, 0, False)
-    assert c.max_num_seqs == 64 and c.max_model_len == 43
-    c = panels.trace_scheduler_config(64, 6, 4, 0, False)
-    assert c.max_model_len == 21  # the decodes (1 + 20 tokens) are the longest
+def test_for_budget_and_the_window_without_chunking():
+    """The one config factory: vLLM's 128 seats, lowered to the budget; a seat count
+    given explicitly is kept, and refused if the budget cannot serve it (no silent clamp);
+    budget None is the smallest vLLM allows without chunking. With chunking off the panel's
+    window is the longest sequence: P's 40 + 3 tokens, or the decodes' 1 + 20."""
+    c = SchedulerConfig.for_budget(200, max_model_len=panels.CHUNKED_MAX_MODEL_LEN)
+    assert (c.max_num_seqs, c.max_model_len) == (128, panels.CHUNKED_MAX_MODEL_LEN)
+    c = SchedulerConfig.for_budget(64, max_model_len=43, chunked=False)
+    assert (c.max_num_seqs, c.enable_chunked_prefill) == (64, False)
+    with pytest.raises(ValueError, match=r"max_num_seqs \(32\)"):
+        SchedulerConfig.for_budget(16, max_model_len=64, max_num_seqs=32)
+    assert SchedulerConfig.for_budget(None, max_model_len=512,
+                                      chunked=False).max_num_batched_tokens == 512
+    pf = SchedulerConfig.for_budget(None, max_model_len=512, batching="prefill_first")
+    assert not pf.enable_chunked_prefill and pf.max_num_batched_tokens == 512
+    assert max_seq_len(article_trace_requests(6, 40)) == 43
+    assert max_seq_len(article_trace_requests(6, 4)) == 21
+    assert max_seq_len(article_trace_requests(0, 4)) == 7  # no decodes: P alone
 
 
 def test_trace_panel_builds_and_rerenders():

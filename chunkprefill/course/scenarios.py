@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chunkprefill.checks import check_int
+from chunkprefill.checks import cdiv, check_int
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.trace import TraceRequest, TraceStep, prompt_chunks, run_trace
 
@@ -45,13 +45,13 @@ def shared_prompt_run(prefix_len: int, block_size: int = 16, budget: int = 32,
     check_int("budget", budget, 1)
     shared = system_prompt_tokens(prefix_len)
     own = system_prompt_tokens(prompt_len - prefix_len, start=5000)
-    arrival = -(-prefix_len // budget) + 1  # after S has finished
+    arrival = cdiv(prefix_len, budget) + 1  # after S has finished
     reqs = [TraceRequest("S", prefix_len, 1, 0, tuple(shared)),
             TraceRequest("P", prompt_len, 1, arrival, tuple(shared + own))]
     steps = run_trace(reqs, SchedulerConfig(budget, min(budget, 8),
                                             long_prefill_token_threshold=threshold,
                                             max_model_len=prompt_len + 1),
-                      CacheConfig(block_size, 2 * (-(-prompt_len // block_size)) + 2,
+                      CacheConfig(block_size, 2 * cdiv(prompt_len, block_size) + 2,
                                   enable_prefix_caching=enable_prefix_caching))
     chunks = tuple(s.num_scheduled_tokens["P"] for s in steps if "P" in s.num_scheduled_tokens)
     first = next(s.step for s in steps if "P" in s.finished)  # output_len 1: done = 1st token
@@ -68,7 +68,6 @@ def knob_grid(requests: Sequence[TraceRequest], request_id: str,
     ``(enable_chunked_prefill, max_num_batched_tokens, long_prefill_token_threshold)``, the
     chunks ``request_id``'s prompt is computed in, or the config's refusal (its
     ``ValueError`` text) where the combination could never run."""
-    prompt_len = next(r.prompt_len for r in requests if r.request_id == request_id)
     out: dict[tuple[bool, int, int], list[int] | str] = {}
     for chunked in (True, False):
         for budget in budgets:
@@ -81,5 +80,5 @@ def knob_grid(requests: Sequence[TraceRequest], request_id: str,
                     out[chunked, budget, threshold] = str(e)
                     continue
                 steps = run_trace(requests, config, cache_config)
-                out[chunked, budget, threshold] = prompt_chunks(steps, request_id, prompt_len)
+                out[chunked, budget, threshold] = prompt_chunks(steps, request_id)
     return out

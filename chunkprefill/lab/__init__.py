@@ -25,7 +25,6 @@ from chunkprefill.lab.stall import (
     StallWorkload,
     TradeoffPoint,
     compare_stall,
-    prefill_chunks,
     run_stall,
     tradeoff_sweep,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "fit_step_time",
     "interleaved",
     "median_ci",
-    "prefill_chunks",
     "ratio_ci",
     "run_mixed",
     "run_stall",

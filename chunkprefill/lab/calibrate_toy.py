@@ -21,11 +21,8 @@ from chunkprefill.executor import ModelExecutor
 from chunkprefill.request import Request
 from chunkprefill.scheduler import SchedulerOutput
 from chunkprefill.sim import (
-    Calibration,
-    ModelSpec,
     SimResult,
     batches_from_step_log,
-    fit_cost_model,
 )
 from chunkprefill.workload import LengthDist, WorkloadRequest, make_workload, run_workload
 
@@ -130,10 +127,3 @@ def warm_up_toy(model: Any, clock: str = "thread") -> None:
                 clock=clock)
 
 
-def calibrate_toy(model: Any, seed: int = 0, clock: str = "thread",
-                  min_of: int = 1) -> Calibration:
-    """Measure the toy model on this machine over ``toy_profile_workloads`` and fit the
-    cost model to the measured steps (handed to the calibration as plain data)."""
-    warm_up_toy(model, clock)
-    batches, durations = profile_toy(model, toy_profile_workloads(seed), clock, min_of)
-    return fit_cost_model(ModelSpec.from_model_config(model.config), batches, durations)

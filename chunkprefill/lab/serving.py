@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkprefill.checks import check_int
+from chunkprefill.checks import cdiv, check_int
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.engine import LLMEngine, RequestOutput, StepRecord
 from chunkprefill.metrics import pooled_itl
@@ -74,9 +74,6 @@ class MixedWorkload:
             lens.append(_hi(self.decode_prompt_len) + _hi(self.decode_output_len))
         return max(lens)
 
-    @property
-    def total_tokens(self) -> int:
-        return sum(r[2] + r[3] for r in self.requests())
 
     def scheduler_config(self, budget: int, threshold: int = 0, chunked: bool = True,
                          max_model_len: int = 2048) -> SchedulerConfig:
@@ -184,7 +181,7 @@ def run_mixed(model: Any, workload: MixedWorkload, scheduler_config: SchedulerCo
     reqs = workload.requests()
     prompts = workload.prompts()
     cache_config = cache_config or CacheConfig(
-        block_size=16, num_blocks=sum(-(-(p + o) // 16) for _, _, p, o in reqs) + 16)
+        block_size=16, num_blocks=sum(cdiv(p + o, 16) for _, _, p, o in reqs) + 16)
     eng = LLMEngine(model, scheduler_config, cache_config, attention_backend, device)
     for rid, t, _, o in reqs:
         eng.add_request(prompts[rid], SamplingParams(max_tokens=o), request_id=rid,

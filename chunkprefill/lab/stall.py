@@ -19,7 +19,7 @@ from chunkprefill.lab.stats import Estimate, interleaved, median_ci, ratio_ci
 from chunkprefill.metrics import pooled_itl
 from chunkprefill.request import SamplingParams
 from chunkprefill.timing import gc_paused
-from chunkprefill.trace import TraceRequest
+from chunkprefill.trace import TraceRequest, prompt_chunks
 
 
 @dataclass
@@ -120,20 +120,6 @@ def run_stall(model: Any, workload: StallWorkload, scheduler_config: SchedulerCo
 
 # -- controlled comparisons: repeats, interleaved, medians with intervals ------------------
 
-def prefill_chunks(step_log: Sequence[StepRecord], request_id: str, prompt_len: int
-                   ) -> list[int]:
-    """The sizes of the pieces a request's prompt was computed in, step by step (its
-    decode steps after the prompt are not chunks)."""
-    chunks: list[int] = []
-    for s in step_log:
-        n = s.num_scheduled_tokens.get(request_id, 0)
-        if n:
-            chunks.append(n)
-            if sum(chunks) >= prompt_len:
-                break
-    return chunks
-
-
 @dataclass
 class StallComparison:
     """Several scheduler configurations run on the same ``StallWorkload``, ``repeats`` times
@@ -221,7 +207,7 @@ def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
         bar.close()
     points = []
     for b, rs in runs.items():
-        chunks = [len(prefill_chunks(rs[0].step_log, o.request_id, workload.long_prompt_len))
+        chunks = [len(prompt_chunks(rs[0].step_log, o.request_id))
                   for o in rs[0].long_outputs]
         points.append(TradeoffPoint(b, max(chunks), median_ci([r.long_ttft_median for r in rs]),
                                     median_ci([r.p99_itl for r in rs]), rs))

@@ -15,6 +15,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from chunkprefill.checks import check_int
+
 T = TypeVar("T")
 
 
@@ -32,10 +34,6 @@ class Estimate:
         m, lo, hi = (f"{v * scale:.{digits}f}" for v in (self.median, self.low, self.high))
         return f"{m} {unit} [{lo}-{hi}]" if self.n > 1 else f"{m} {unit} (1 run)"
 
-    @property
-    def rel_halfwidth(self) -> float:
-        """Half the interval's width over the median: the spread, as a fraction."""
-        return (self.high - self.low) / 2 / self.median if self.median else float("inf")
 
     def clearly_below(self, other: Estimate) -> bool:
         """The two intervals do not overlap and this one is lower."""
@@ -77,8 +75,7 @@ def ratio_ci(numerator: Sequence[float], denominator: Sequence[float],
 def interleaved(runs: Mapping[str, Callable[[], T]], repeats: int) -> dict[str, list[T]]:
     """Call every run ``repeats`` times, alternating the order each round (forward, then
     backward), so drift in the machine's load falls on every run alike."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    check_int("repeats", repeats, 1)
     out: dict[str, list[T]] = {k: [] for k in runs}
     order = list(runs)
     for r in range(repeats):

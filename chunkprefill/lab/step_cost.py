@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkprefill.checks import check_int
+from chunkprefill.checks import cdiv, check_int
 from chunkprefill.lab.stats import Estimate, interleaved, median_ci, ratio_ci
 
 
@@ -31,7 +31,7 @@ def time_prefill_step(model: Any, num_tokens: int, kv_len: int = 0, num_decodes:
     lens = [(num_tokens, kv_len)] + [(1, decode_kv_len - 1)] * num_decodes
     tables, nb = [], 0
     for q, c in lens:
-        n = -(-(q + c) // block_size)
+        n = cdiv(q + c, block_size)
         tables.append(list(range(nb, nb + n)))
         nb += n
     kv = model.allocate_kv_cache(nb, block_size, device=device,

@@ -18,7 +18,7 @@ def check_budget24(answer: int | None) -> str:
     """Exercise 02.1: budget 24, six decodes, the 40-token prompt P. In how many steps is P's
     prompt computed?"""
     chunks = prompt_chunks(_seed(SchedulerConfig(max_num_batched_tokens=24, max_num_seqs=16)),
-                           "P", 40)
+                           "P")
     return _verdict(answer, len(chunks),
                     "the decodes go first and take 1 token each; P gets what is left of 24, "
                     "until it owes less than that")
@@ -30,7 +30,7 @@ def check_threshold(answer: list[int] | None) -> str:
     config = SchedulerConfig(max_num_batched_tokens=16, max_num_seqs=16,
                              long_prefill_token_threshold=6)
     return _verdict(None if answer is None else list(answer),
-                    prompt_chunks(_seed(config), "P", 40),
+                    prompt_chunks(_seed(config), "P"),
                     "the threshold caps one request's tokens per step below the 10 left "
                     "after the decodes; the last chunk is what remains of 40")
 

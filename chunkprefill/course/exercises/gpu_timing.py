@@ -9,10 +9,9 @@ import numpy as np
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
-from chunkprefill.lab.stall import prefill_chunks
 from chunkprefill.lab.stats import Estimate
 from chunkprefill.lab.step_cost import fit_step_time
-from chunkprefill.trace import TraceRequest, run_trace
+from chunkprefill.trace import TraceRequest, prompt_chunks, run_trace
 
 
 def _kv_reread(prompt_len: int, chunk: int) -> int:
@@ -20,7 +19,7 @@ def _kv_reread(prompt_len: int, chunk: int) -> int:
     steps = run_trace([TraceRequest("p", prompt_len, 1, 0)],
                       SchedulerConfig(chunk, 1, max_model_len=prompt_len + 1),
                       CacheConfig(block_size=16, num_blocks=prompt_len // 16 + 8))
-    chunks = prefill_chunks(steps, "p", prompt_len)
+    chunks = prompt_chunks(steps, "p")
     return int(sum(np.cumsum(chunks)[:-1]))
 
 

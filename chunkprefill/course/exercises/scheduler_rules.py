@@ -4,12 +4,10 @@ clearly not the package's) so the reader can find the bug with a trace."""
 
 from __future__ import annotations
 
-from typing import Any
-from unittest import mock
-
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
 from chunkprefill.course.scenarios import knob_grid as trace_knob_grid
+from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler
 from chunkprefill.trace import (
     TraceRequest,
@@ -20,20 +18,12 @@ from chunkprefill.trace import (
 )
 
 
-class _PopsFirst(list):  # type: ignore[type-arg]
-    """A running list whose ``pop()`` takes the FIRST request: the planted bug."""
-
-    def pop(self, index: Any = 0) -> Any:  # the real list pops the last (index -1)
-        return super().pop(index)
-
-
 class FirstVictimScheduler(Scheduler):
     """BROKEN ON PURPOSE (exercise 03.2): on a KV shortage it preempts the *first* running
     request (the oldest) instead of vLLM's last (the newest)."""
 
-    def _schedule_running(self, *args: Any, **kwargs: Any) -> None:
-        self.running = _PopsFirst(self.running)
-        super()._schedule_running(*args, **kwargs)
+    def _pick_victim(self, req_index: int) -> tuple[Request, int]:
+        return self.running.pop(0), req_index - 1  # the real one pops the last
 
 
 # Exercise 03.2's workload: notebook 03's small cache, three 8-token prompts.
@@ -45,8 +35,8 @@ BUG_CACHE = CacheConfig(block_size=4, num_blocks=12)
 def run_buggy(requests: list[TraceRequest], scheduler_config: SchedulerConfig,
               cache_config: CacheConfig) -> list[TraceStep]:
     """``run_trace`` with ``FirstVictimScheduler`` in place of the real one."""
-    with mock.patch("chunkprefill.trace.Scheduler", FirstVictimScheduler):
-        return run_trace(requests, scheduler_config, cache_config)
+    return run_trace(requests, scheduler_config, cache_config,
+                     scheduler_cls=FirstVictimScheduler)
 
 
 def check_max_num_seqs(answer: int | None) -> str:
@@ -97,7 +87,7 @@ def check_interval(answer: list[int] | None) -> str:
     steps = run_trace(article_trace_requests(),
                       SchedulerConfig(16, 16, max_model_len=1024, prefill_schedule_interval=2),
                       CacheConfig(16, 1000))
-    chunks = prompt_chunks(steps, "P", 40)
+    chunks = prompt_chunks(steps, "P")
     p_steps = [s.step for s in steps if "P" in s.num_scheduled_tokens][:len(chunks)]
     return _verdict(None if answer is None else list(answer), p_steps,
                     "a step may carry prefill only if the last one that did is at least 2 "

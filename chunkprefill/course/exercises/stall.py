@@ -8,10 +8,10 @@ import time
 
 from chunkprefill import SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
-from chunkprefill.lab.stall import StallWorkload, prefill_chunks
+from chunkprefill.lab.stall import StallWorkload
 from chunkprefill.lab.stats import Estimate
 from chunkprefill.timing import CLOCKS, Timer
-from chunkprefill.trace import run_trace
+from chunkprefill.trace import prompt_chunks, run_trace
 
 
 def _chunks(num_decodes: int, budget: int, prompt_len: int) -> list[int]:
@@ -20,7 +20,7 @@ def _chunks(num_decodes: int, budget: int, prompt_len: int) -> list[int]:
                        long_prompt_len=prompt_len, long_output_len=4, long_arrival_steps=(8,))
     steps = run_trace(wl.trace_requests(), SchedulerConfig.for_budget(budget, max_model_len=4096),
                       wl.cache_config())
-    return prefill_chunks(steps, "long0", prompt_len)
+    return prompt_chunks(steps, "long0")
 
 
 def check_chunks(answer: tuple[int, int] | None) -> str:

@@ -7,8 +7,8 @@ import dataclasses
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
-from chunkprefill.lab.stall import TRADEOFF_WORKLOAD, StallComparison, prefill_chunks
-from chunkprefill.trace import TraceRequest, run_trace
+from chunkprefill.lab.stall import TRADEOFF_WORKLOAD, StallComparison
+from chunkprefill.trace import TraceRequest, prompt_chunks, run_trace
 
 
 def check_chunks(answer: tuple[int, int] | None) -> str:
@@ -17,7 +17,7 @@ def check_chunks(answer: tuple[int, int] | None) -> str:
     wl = TRADEOFF_WORKLOAD
     steps = run_trace(wl.trace_requests(), SchedulerConfig.for_budget(100, max_model_len=2048),
                       wl.cache_config())
-    chunks = prefill_chunks(steps, "long0", wl.long_prompt_len)
+    chunks = prompt_chunks(steps, "long0")
     return _verdict(None if answer is None else tuple(answer), (max(chunks), len(chunks)),
                     "the decodes are served first, one token each; the prompt gets the rest of "
                     "the budget; 1,024 divided by that, rounded up")
@@ -30,7 +30,7 @@ def _prefill_steps(threshold: int) -> int:
     sc = SchedulerConfig(1024, 8, long_prefill_token_threshold=threshold, max_model_len=1024)
     steps = run_trace(reqs, sc, CacheConfig(block_size=16, num_blocks=128))
     for k, s in enumerate(steps):
-        if all(s.num_computed_tokens.get(r.request_id, 512) >= 512 for r in reqs):
+        if all(s.num_computed_tokens_after.get(r.request_id, 512) >= 512 for r in reqs):
             return k + 1
     raise AssertionError("the prompts never finished their prefill")
 
@@ -86,7 +86,7 @@ def check_measure(cmp: StallComparison | None) -> str:
         return f"Not yet (more than the budget changes: {sorted(differ)}). Hint: {hint}"
     if any(len(rs) < 3 for rs in cmp.runs.values()):
         return f"Not yet (fewer than 3 repeats). Hint: {hint}"
-    n = {label: len(prefill_chunks(rs[0].step_log, "long0", cmp.workload.long_prompt_len))
+    n = {label: len(prompt_chunks(rs[0].step_log, "long0"))
          for label, rs in cmp.runs.items()}
     if n[small] < 4 * n[big]:
         return f"Not yet ({n} chunks: pick budgets 4x apart in chunks). Hint: {hint}"

@@ -42,7 +42,6 @@ from chunkprefill.course.panels.trace import (
     THRESHOLD_RANGE,
     trace_panel,
     trace_panel_update,
-    trace_scheduler_config,
 )
 
 __all__ = [
@@ -79,5 +78,4 @@ __all__ = [
     "timing_label",
     "trace_panel",
     "trace_panel_update",
-    "trace_scheduler_config",
 ]

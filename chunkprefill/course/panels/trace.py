@@ -12,16 +12,16 @@ from matplotlib.figure import Figure
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.panels.common import figure_png
-from chunkprefill.course.plots.schedule import plot_trace_overview, split_prefill_decode
+from chunkprefill.course.plots.schedule import plot_trace_overview
 from chunkprefill.trace import (
-    TraceRequest,
     TraceStep,
     article_trace_requests,
     format_trace_table,
+    max_seq_len,
     run_trace,
 )
 
-# Slider ranges of the trace panel: wide enough to reach every regime of the seed's trace
+# Slider ranges of the trace panel: wide enough to reach every regime of the article's trace
 # (budget below the number of decodes, threshold on/off, prompt shorter or longer than the
 # budget), small enough that the slowest corner (budget 1: ~450 steps) still redraws fast.
 BUDGET_RANGE = (1, 128)
@@ -32,46 +32,16 @@ PROMPT_RANGE = (1, 128)
 
 THRESHOLD_RANGE = (0, 64)
 
-CHUNKED_MAX_MODEL_LEN = 8192  # the CLI's default
+CHUNKED_MAX_MODEL_LEN = 8192  # the CLI's default; with chunking on it never binds here
 
 MAX_TABLE_ROWS = 30
 
-def trace_scheduler_config(
-    budget: int, num_decodes: int, prompt_len: int, threshold: int, chunked: bool = True,
-    decode_len: int = 20, prompt_output_len: int = 3,
-) -> SchedulerConfig:
-    """The panel's ``SchedulerConfig``. ``max_num_seqs = min(128, budget)`` as in the CLI.
-
-    ``max_model_len``: with chunking on, 8192 (the CLI default; it never binds here). With
-    chunking off it is the longest sequence of this workload, ``max(prompt_len +
-    prompt_output_len, 1 + decode_len)``: the smallest context window that serves every
-    request untruncated. vLLM then demands ``budget >= max_model_len``, so the toggle shows
-    the seed's point: without chunking a budget below the prompt cannot accept it at all,
-    and the config check says so. (A fixed 8192 would refuse every slider position.)
-    Raises the ``ValueError`` of ``SchedulerConfig`` for a combination it refuses."""
-    max_model_len = (CHUNKED_MAX_MODEL_LEN if chunked
-                     else max(prompt_len + prompt_output_len, 1 + decode_len))
-    return SchedulerConfig(
-        max_num_batched_tokens=budget,
-        max_num_seqs=min(128, budget),
-        enable_chunked_prefill=chunked,
-        long_prefill_token_threshold=threshold,
-        max_model_len=max_model_len,
-    )
-
-def _prompt_summary(
-    steps: Sequence[TraceStep], requests: Sequence[TraceRequest], prompt_id: str = "P"
-) -> str:
+def _prompt_summary(steps: Sequence[TraceStep], prompt_id: str = "P") -> str:
     """One line on the long prompt: its chunks, and the step of its first decode."""
-    chunks, first_decode = [], None
-    for s, cells in zip(steps, split_prefill_decode(steps, requests), strict=True):
-        cell = cells.get(prompt_id)
-        if cell is None:
-            continue
-        if cell.prefill:
-            chunks.append((s.step, cell.prefill))
-        elif first_decode is None:
-            first_decode = s.step
+    chunks = [(s.step, split.prefill) for s in steps
+              if (split := s.token_splits.get(prompt_id)) is not None and split.prefill]
+    first_decode = next((s.step for s in steps if (split := s.token_splits.get(prompt_id))
+                         is not None and split.decode), None)
     sizes = [n for _, n in chunks]
     where = (f"step {chunks[0][0]}" if len(chunks) == 1
              else f"steps {chunks[0][0]}-{chunks[-1][0]}")
@@ -80,13 +50,14 @@ def _prompt_summary(
         line += f"; its first decode is step {first_decode}"
     return line + "."
 
+
 def trace_panel_update(
     budget: int, num_decodes: int, prompt_len: int, threshold: int, chunked: bool = True,
     decode_len: int = 20, prompt_output_len: int = 3, arrival_step: int = 2,
     block_size: int = 16, num_blocks: int = 1000, max_table_rows: int = MAX_TABLE_ROWS,
     fig: Figure | None = None,
 ) -> tuple[str, Figure | None, str | None]:
-    """Run the seed's workload (``num_decodes`` decoding requests, then a ``prompt_len``
+    """Run the article's workload (``num_decodes`` decoding requests, then a ``prompt_len``
     prompt P arriving at ``arrival_step``) and render it: ``(table_text, figure, error)``.
 
     A combination the scheduler refuses returns ``("", None, message)`` where ``message`` is
@@ -96,17 +67,21 @@ def trace_panel_update(
     returned, redrawn with this trace instead of a new one being built (the panel passes
     its own, which saves the axes and tick labels a new figure would build)."""
     try:
-        config = trace_scheduler_config(budget, num_decodes, prompt_len, threshold, chunked,
-                                        decode_len, prompt_output_len)
         requests = article_trace_requests(num_decodes, prompt_len, decode_len, arrival_step,
-                                       prompt_output_len)
+                                          prompt_output_len)
+        # With chunking off the context window is the workload's longest sequence (the
+        # smallest that serves every request): vLLM then demands budget >= it, so the toggle
+        # shows the article's point, a prompt longer than the budget cannot run at all.
+        config = SchedulerConfig.for_budget(
+            budget, max_model_len=CHUNKED_MAX_MODEL_LEN if chunked else max_seq_len(requests),
+            chunked=chunked, threshold=threshold)
         steps = run_trace(requests, config, CacheConfig(block_size, num_blocks))
     except ValueError as e:
         return "", None, str(e)
-    lines = [_prompt_summary(steps, requests), "", format_trace_table(steps[:max_table_rows])]
+    lines = [_prompt_summary(steps), "", format_trace_table(steps[:max_table_rows])]
     if len(steps) > max_table_rows:
         lines.append(f"... {len(steps) - max_table_rows} more steps (see the picture)")
-    return "\n".join(lines), plot_trace_overview(steps, requests, fig), None
+    return "\n".join(lines), plot_trace_overview(steps, fig), None
 
 def trace_panel(
     budget: int = 16, num_decodes: int = 6, prompt_len: int = 40, threshold: int = 0,

@@ -53,7 +53,6 @@ from chunkprefill.course.plots.prefix import (
 from chunkprefill.course.plots.schedule import (
     TIMELINE_KINDS,
     CellNumbers,
-    TokenSplit,
     bar_heights,
     budget_breakdown,
     computed_tokens_history,
@@ -62,7 +61,6 @@ from chunkprefill.course.plots.schedule import (
     plot_kv_blocks,
     plot_trace_overview,
     plot_trace_timeline,
-    split_prefill_decode,
     timeline_grid,
 )
 from chunkprefill.course.plots.style import (
@@ -85,7 +83,6 @@ __all__ = [
     "SHORT_COLOR",
     "SHORT_PREFILL_COLOR",
     "TIMELINE_KINDS",
-    "TokenSplit",
     "bar_heights",
     "budget_breakdown",
     "causal_masks",
@@ -117,6 +114,5 @@ __all__ = [
     "plot_tradeoff",
     "prompt_blocks",
     "request_colors",
-    "split_prefill_decode",
     "timeline_grid",
 ]

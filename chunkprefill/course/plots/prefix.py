@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
+from chunkprefill.checks import cdiv
 from chunkprefill.course.scenarios import PrefixRun, shared_prompt_run
 from chunkprefill.kv_cache import block_hashes_of
 
@@ -38,7 +39,7 @@ def prompt_blocks(token_ids: Sequence[int], block_size: int, num_cached_tokens: 
     """The prompt cut into blocks, each full block with its chained hash."""
     hashes = block_hashes_of(list(token_ids), block_size)
     out = []
-    for i in range(-(-len(token_ids) // block_size)):
+    for i in range(cdiv(len(token_ids), block_size)):
         toks = tuple(token_ids[i * block_size:(i + 1) * block_size])
         h = hashes[i].hex()[:digits] if i < len(hashes) else None
         out.append(BlockView(i, toks, h, (i + 1) * block_size <= num_cached_tokens))

@@ -1,11 +1,12 @@
-"""Trace pictures (notebooks 02-03): the token budget step by step, timelines, KV blocks,
-computed tokens. Inputs are ``run_trace`` steps; nothing here is timed."""
+"""Trace pictures: the token budget step by step, timelines, KV blocks, computed tokens.
+Inputs are ``run_trace`` steps, which carry what each request's tokens computed
+(``TraceStep.token_splits``); nothing here is timed."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -27,86 +28,14 @@ from chunkprefill.course.plots.style import (
     _width,
     figure_and_axes,
 )
-from chunkprefill.trace import TraceRequest, TraceStep
+from chunkprefill.trace import TraceStep
 
 
-class TokenSplit(NamedTuple):
-    """One request's tokens in one step, split by what they compute: ``prefill`` (prompt
-    tokens never computed before), ``recompute`` (tokens computed once already, re-run after a
-    preemption freed their KV) and ``decode`` (the one fed-back sampled token)."""
-
-    prefill: int
-    decode: int
-    recompute: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.prefill + self.decode + self.recompute
-
-    @property
-    def kind(self) -> str:
-        """The cell's colour: ``"recompute"`` if any token is re-run, else ``"prefill"`` if
-        any is prompt work, else ``"decode"``."""
-        if self.recompute:
-            return "recompute"
-        return "prefill" if self.prefill else "decode"
-
-
-def _prompt_lens(requests: Sequence[TraceRequest] | Mapping[str, int]) -> dict[str, int]:
-    if isinstance(requests, Mapping):
-        return dict(requests)
-    return {r.request_id: r.prompt_len for r in requests}
-
-
-def split_prefill_decode(
-    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
-) -> list[dict[str, TokenSplit]]:
-    """Replay a trace to tell prefill tokens from decode tokens in every cell.
-
-    A ``TraceStep`` only says *how many* tokens a request got; whether they were prompt work
-    or a decode depends on its history. Like the scheduler, a token at position ``p`` is a
-    decode when ``p >= max(prompt_len, num_tokens - 1)`` (the last sampled token is fed back);
-    before that is prefill, or recompute if a preemption threw it away once. ``requests``
-    gives the prompt lengths (the ``TraceRequest`` list, or ``{request_id: prompt_len}``).
-    Raises ``ValueError`` if the replay contradicts the trace (wrong prompt lengths)."""
+def _check_prefix(steps: Sequence[TraceStep]) -> None:
+    """The pictures draw step k in column k and read who waits and who runs off each step:
+    they take ``run_trace``'s result or a prefix of it."""
     if any(s.step != k for k, s in enumerate(steps)):
-        raise ValueError("steps must be run_trace's result or a prefix of it (steps 0, 1, ...): "
-                         "telling prefill from decode needs each request's history")
-    prompt_len = _prompt_lens(requests)
-    computed: dict[str, int] = {}
-    outputs: dict[str, int] = {}
-    high: dict[str, int] = {}  # computed tokens a preemption threw away
-    result: list[dict[str, TokenSplit]] = []
-    for s in steps:
-        for rid in s.preempted:
-            high[rid] = max(high.get(rid, 0), computed.get(rid, 0))
-            computed[rid] = 0
-        cells: dict[str, TokenSplit] = {}
-        for rid, n in s.num_scheduled_tokens.items():
-            if rid not in prompt_len:
-                raise ValueError(f"no prompt length given for request {rid!r}")
-            start = computed.get(rid, 0)
-            num_tokens = prompt_len[rid] + outputs.get(rid, 0)
-            if start + n > num_tokens:
-                raise ValueError(f"step {s.step}: {rid!r} got {n} tokens but owes only "
-                                 f"{num_tokens - start}: are the prompt lengths right?")
-            prefill_end = max(prompt_len[rid], num_tokens - 1)
-            decode = max(0, start + n - max(start, prefill_end))
-            recompute = min(max(0, min(start + n, high.get(rid, 0)) - start), n - decode)
-            cells[rid] = TokenSplit(n - decode - recompute, decode, recompute)
-            computed[rid] = start + n
-            if computed[rid] == num_tokens:  # nothing owed: it samples one token
-                outputs[rid] = outputs.get(rid, 0) + 1
-            elif rid in s.finished:
-                raise ValueError(f"step {s.step}: {rid!r} finished mid-prefill in the replay: "
-                                 "are the prompt lengths right?")
-            if rid in s.num_computed_tokens and s.num_computed_tokens[rid] != computed[rid]:
-                raise ValueError(
-                    f"step {s.step}: replay has {rid!r} at {computed[rid]} computed tokens, "
-                    f"the trace says {s.num_computed_tokens[rid]}: are the prompt lengths right?"
-                )
-        result.append(cells)
-    return result
+        raise ValueError("steps must be run_trace's result or a prefix of it (steps 0, 1, ...)")
 
 
 def _request_order(steps: Sequence[TraceStep]) -> list[str]:
@@ -124,19 +53,19 @@ TIMELINE_KINDS = ("absent", "waiting", "stalled", "decode", "prefill", "recomput
 
 def timeline_grid(
     steps: Sequence[TraceStep],
-    requests: Sequence[TraceRequest] | Mapping[str, int],
     request_ids: Sequence[str] | None = None,
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The timeline as data: ``(request_ids, kinds, tokens)``, both arrays shaped
     ``(requests, steps)``. ``kinds`` holds codes into ``TIMELINE_KINDS``: absent (not arrived
     or finished), waiting (queued), stalled (running but given no tokens), or what the
     scheduled tokens computed; ``tokens`` is how many tokens the request got."""
+    _check_prefix(steps)
     ids = list(request_ids) if request_ids is not None else _request_order(steps)
     row = {rid: i for i, rid in enumerate(ids)}
     code = {k: i for i, k in enumerate(TIMELINE_KINDS)}
     kinds = np.zeros((len(ids), len(steps)), dtype=np.int8)
     tokens = np.zeros((len(ids), len(steps)), dtype=np.int64)
-    for j, (s, cells) in enumerate(zip(steps, split_prefill_decode(steps, requests),
+    for j, (s, cells) in enumerate(zip(steps, (s.token_splits for s in steps),
                                        strict=True)):
         for rid in s.waiting:
             if rid in row:
@@ -200,12 +129,11 @@ class CellNumbers(Artist):
         self.stale = False
 
 
-def _draw_timeline(ax: Axes, steps: Sequence[TraceStep],
-                   requests: Sequence[TraceRequest] | Mapping[str, int],
-                   request_ids: Sequence[str] | None, annotate: bool | None) -> list[Any]:
+def _draw_timeline(ax: Axes, steps: Sequence[TraceStep], request_ids: Sequence[str] | None,
+                   annotate: bool | None) -> list[Any]:
     """Draw the timeline on ``ax`` (one image, two line collections for the white gaps, one
     ``CellNumbers``, one scatter for preemptions); returns the legend handles."""
-    ids, kinds, tokens = timeline_grid(steps, requests, request_ids)
+    ids, kinds, tokens = timeline_grid(steps, request_ids)
     if annotate is None:
         annotate = len(steps) <= _ANNOTATE_MAX_STEPS
     cmap = ListedColormap([COLORS[k] for k in TIMELINE_KINDS])
@@ -246,7 +174,6 @@ def _draw_timeline(ax: Axes, steps: Sequence[TraceStep],
 
 def plot_trace_timeline(
     steps: Sequence[TraceStep],
-    requests: Sequence[TraceRequest] | Mapping[str, int],
     request_ids: Sequence[str] | None = None,
     ax: Axes | None = None,
     annotate: bool | None = None,
@@ -260,19 +187,20 @@ def plot_trace_timeline(
     ``CellNumbers`` artist. ``steps`` is a ``run_trace`` result or a prefix of it."""
     n_req = len(request_ids) if request_ids is not None else len(_request_order(steps))
     fig, ax = figure_and_axes(ax, (_width(len(steps)), 0.45 * n_req + 1.8))
-    handles = _draw_timeline(ax, steps, requests, request_ids, annotate)
+    handles = _draw_timeline(ax, steps, request_ids, annotate)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               frameon=False)
     return fig
 
 
 def budget_breakdown(
-    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
+    steps: Sequence[TraceStep]
 ) -> dict[str, list[int]]:
     """Per step, the budget split into ``decode``, ``prefill``, ``recompute`` and ``left``
     tokens; the four lists add up to ``token_budget`` at every step."""
+    _check_prefix(steps)
     parts: dict[str, list[int]] = {k: [] for k in ("decode", "prefill", "recompute", "left")}
-    for s, cells in zip(steps, split_prefill_decode(steps, requests), strict=True):
+    for s, cells in zip(steps, (s.token_splits for s in steps), strict=True):
         parts["decode"].append(sum(c.decode for c in cells.values()))
         parts["prefill"].append(sum(c.prefill for c in cells.values()))
         parts["recompute"].append(sum(c.recompute for c in cells.values()))
@@ -285,11 +213,10 @@ def bar_heights(collection: PolyCollection) -> list[float]:
     return [float(np.ptp(p.vertices[:, 1])) for p in collection.get_paths()]
 
 
-def _draw_budget_bars(ax: Axes, steps: Sequence[TraceStep],
-                      requests: Sequence[TraceRequest] | Mapping[str, int]) -> None:
+def _draw_budget_bars(ax: Axes, steps: Sequence[TraceStep]) -> None:
     """Draw the stacked bars on ``ax``: one ``PolyCollection`` of rectangles per kind of
     token (labelled ``LABELS[kind]``, one rectangle per step) and the budget line."""
-    parts = budget_breakdown(steps, requests)
+    parts = budget_breakdown(steps)
     xs = np.array([s.step for s in steps], dtype=float)
     bottom = np.zeros(len(steps))
     dense = len(steps) > 80  # thin bars: no gaps, edges or hatching, which would alias
@@ -327,7 +254,6 @@ def _draw_budget_bars(ax: Axes, steps: Sequence[TraceStep],
 
 def plot_budget_bars(
     steps: Sequence[TraceStep],
-    requests: Sequence[TraceRequest] | Mapping[str, int],
     ax: Axes | None = None,
 ) -> Figure:
     """One stacked bar per step: the token budget filled first by decodes, then by prefill
@@ -335,7 +261,7 @@ def plot_budget_bars(
     chunked prefill used every token the budget allows. Each kind of token is one
     ``PolyCollection`` of rectangles, labelled ``LABELS[kind]`` (``bar_heights`` reads it)."""
     fig, ax = figure_and_axes(ax, (_width(len(steps)), 3.2))
-    _draw_budget_bars(ax, steps, requests)
+    _draw_budget_bars(ax, steps)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
@@ -345,7 +271,6 @@ _OVERVIEW_AXES = ("trace overview: timeline", "trace overview: budget bars")
 
 def plot_trace_overview(
     steps: Sequence[TraceStep],
-    requests: Sequence[TraceRequest] | Mapping[str, int],
     fig: Figure | None = None,
 ) -> Figure:
     """Timeline above budget bars on one step axis, one legend for both: the trace panel's
@@ -378,8 +303,8 @@ def plot_trace_overview(
             legend.remove()
     timeline.set_position(rect(bottom + bars_h + gap, timeline_h))
     bars.set_position(rect(bottom, bars_h))
-    handles = _draw_timeline(timeline, steps, requests, None, None)
-    _draw_budget_bars(bars, steps, requests)
+    handles = _draw_timeline(timeline, steps, None, None)
+    _draw_budget_bars(bars, steps)
     # The same step axis without sharing it (a shared axis would give the timeline its own
     # x ticks to build and then hide); titles at a fixed height, not placed by measuring
     # tick labels.
@@ -427,37 +352,29 @@ def plot_kv_blocks(
     return fig
 
 
-def computed_tokens_history(
-    steps: Sequence[TraceStep], requests: Sequence[TraceRequest] | Mapping[str, int]
-) -> dict[str, list[int | None]]:
-    """``num_computed_tokens`` of every request after every step (None before it arrives or
-    after it finished; the finishing step itself is included)."""
-    ids = _request_order(steps)
-    hist: dict[str, list[int | None]] = {rid: [None] * len(steps) for rid in ids}
-    computed: dict[str, int] = {}
-    done: set[str] = set()
-    for k, (s, cells) in enumerate(zip(steps, split_prefill_decode(steps, requests),
-                                       strict=True)):
-        for rid in s.preempted:
-            computed[rid] = 0
-        for rid, cell in cells.items():
-            computed[rid] = computed.get(rid, 0) + cell.total
-        for rid in computed:
-            if rid not in done:
-                hist[rid][k] = computed[rid]
-        done.update(s.finished)
+def computed_tokens_history(steps: Sequence[TraceStep]) -> dict[str, list[int | None]]:
+    """``num_computed_tokens`` of every request after every step, read off the trace (None
+    before it is first scheduled and after it finished; the finishing step is included)."""
+    hist: dict[str, list[int | None]] = {rid: [None] * len(steps) for rid in
+                                         _request_order(steps)}
+    started: set[str] = set()
+    for k, s in enumerate(steps):
+        started.update(s.num_scheduled_tokens)
+        after = {**{rid: c + s.num_scheduled_tokens[rid] for rid, c in
+                    s.num_computed_tokens.items()}, **s.num_computed_tokens_after}
+        for rid in started & after.keys():
+            hist[rid][k] = after[rid]
     return hist
 
 
 def plot_computed_tokens(
     steps: Sequence[TraceStep],
-    requests: Sequence[TraceRequest] | Mapping[str, int],
     ax: Axes | None = None,
 ) -> Figure:
     """``num_computed_tokens`` per request over the steps. A chunked prefill climbs in
     chunk-sized stairs, a decode by one per step; a preemption drops the line to zero and
     the climb back is the recompute (vLLM V1 preempts by recomputation, not swapping)."""
-    hist = computed_tokens_history(steps, requests)
+    hist = computed_tokens_history(steps)
     fig, ax = figure_and_axes(ax, (_width(len(steps), 0.2), 3.6))
     xs = [s.step for s in steps]
     styles = ["-", "--", ":", "-."]
