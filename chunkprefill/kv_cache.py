@@ -101,7 +101,6 @@ class BlockPool:
         """Free blocks, cached ones with no user included (they can be reused)."""
         return len(self._free)
 
-
     def free_block_ids(self) -> list[int]:
         """The free queue, front (next to be taken) first."""
         return list(self._free)

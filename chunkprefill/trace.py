@@ -147,8 +147,6 @@ def run_trace(
     return steps
 
 
-
-
 def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | None = None) -> str:
     """The seed's table: steps as rows, requests as columns, the leftover budget last.
     ``P*`` marks a preempted request; ``-`` means not scheduled that step."""

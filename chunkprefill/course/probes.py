@@ -33,6 +33,7 @@ class PoolSnapshot:
     waiting: list[str] = field(default_factory=list)
     num_free_blocks: int = 0
 
+
 def snapshot_step(step: int, scheduler: Scheduler, out: SchedulerOutput) -> PoolSnapshot:
     """Copy the pool's state right after ``scheduler.schedule()`` returned ``out``."""
     kvm = scheduler.kv_cache_manager
@@ -50,6 +51,7 @@ def snapshot_step(step: int, scheduler: Scheduler, out: SchedulerOutput) -> Pool
         num_free_blocks=kvm.num_free_blocks,
     )
 
+
 def block_owners(snapshot: PoolSnapshot, num_blocks: int) -> list[tuple[str, int] | None]:
     """Physical block id -> (request, logical block index) or None when free. Raises if two
     requests claim one block (the pool must never hand a block out twice)."""
@@ -61,6 +63,7 @@ def block_owners(snapshot: PoolSnapshot, num_blocks: int) -> list[tuple[str, int
             owners[blk] = (rid, j)
     return owners
 
+
 @dataclass
 class ForwardCall:
     """What one ``model.forward`` call (one engine step) put through the model."""
@@ -68,6 +71,7 @@ class ForwardCall:
     input_ids: Any  # (T,) int64: the tokens computed this step
     positions: Any  # (T,) int64: their absolute positions (what RoPE saw)
     hidden: Any  # (T, hidden): final-norm hidden states (logits = model.compute_logits)
+
 
 @contextmanager
 def capture_forward(model: Any) -> Iterator[list[ForwardCall]]:
@@ -96,6 +100,7 @@ def capture_forward(model: Any) -> Iterator[list[ForwardCall]]:
     finally:
         for h in handles:
             h.remove()
+
 
 def random_paged_batch(query_lens: Sequence[int], kv_lens: Sequence[int], num_q_heads: int,
                        num_kv_heads: int, head_dim: int, block_size: int, dtype: Any = None,

@@ -16,6 +16,7 @@ def system_prompt_tokens(n: int, start: int = 1000) -> list[int]:
     """A stand-in system prompt: ``n`` distinct token ids."""
     return list(range(start, start + n))
 
+
 @dataclass(frozen=True)
 class PrefixRun:
     """What the second prompt ``P`` of ``shared_prompt_run`` did."""
@@ -33,6 +34,7 @@ class PrefixRun:
     @property
     def num_computed_prompt_tokens(self) -> int:
         return sum(self.chunks)
+
 
 def shared_prompt_run(prefix_len: int, block_size: int = 16, budget: int = 32,
                       prompt_len: int = 160, enable_prefix_caching: bool = True,

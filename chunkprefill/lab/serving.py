@@ -27,6 +27,7 @@ class BudgetPoint:
     ttft_p99: float
     long_ttft: float = float("nan")  # median over the long prompts only
 
+
 @dataclass
 class MixedWorkload:
     """A small serving workload for the toy model: ``num_decodes`` short chat-like requests
@@ -74,7 +75,6 @@ class MixedWorkload:
             lens.append(_hi(self.decode_prompt_len) + _hi(self.decode_output_len))
         return max(lens)
 
-
     def scheduler_config(self, budget: int, threshold: int = 0, chunked: bool = True,
                          max_model_len: int = 2048) -> SchedulerConfig:
         """The ``SchedulerConfig`` for a run of this workload (``SchedulerConfig.for_budget``).
@@ -117,11 +117,14 @@ class MixedWorkload:
         return {rid: rng.integers(0, self.vocab_size, p).tolist()
                 for rid, _, p, _ in self.requests()}
 
+
 def _hi(mean: int) -> int:
     return max(1, (3 * mean) // 2)
 
+
 def _draw(rng: np.random.Generator, mean: int) -> int:
     return int(rng.integers(max(1, mean // 2), _hi(mean) + 1))
+
 
 @dataclass
 class MixedResult:
@@ -167,8 +170,10 @@ class MixedResult:
                            _pct(itl, 50), _pct(itl, 99), _pct(ttft, 50), _pct(ttft, 99),
                            _pct(self.long_ttft, 50))
 
+
 def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
+
 
 def run_mixed(model: Any, workload: MixedWorkload, scheduler_config: SchedulerConfig,
               cache_config: CacheConfig | None = None, label: str = "",
@@ -194,6 +199,7 @@ def run_mixed(model: Any, workload: MixedWorkload, scheduler_config: SchedulerCo
     return MixedResult(label or _config_label(scheduler_config), scheduler_config, outs,
                        eng.step_log, str(eng.device),
                        getattr(executor, "attention_backend", "?"), wall)
+
 
 def _config_label(sc: SchedulerConfig) -> str:
     if not sc.enable_chunked_prefill:

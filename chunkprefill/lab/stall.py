@@ -217,15 +217,6 @@ def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
 # -- sweeps for the timing notebook (07) and benchmarks/gpu_sweep.py ----------------------
 
 
-
-
-
-
-
-
-
-
-
 # -- a measured serving workload: Poisson arrivals of mixed prompts (notebook 06) ----------
 
 

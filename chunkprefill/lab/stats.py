@@ -34,7 +34,6 @@ class Estimate:
         m, lo, hi = (f"{v * scale:.{digits}f}" for v in (self.median, self.low, self.high))
         return f"{m} {unit} [{lo}-{hi}]" if self.n > 1 else f"{m} {unit} (1 run)"
 
-
     def clearly_below(self, other: Estimate) -> bool:
         """The two intervals do not overlap and this one is lower."""
         return self.high < other.low

@@ -46,6 +46,7 @@ def time_prefill_step(model: Any, num_tokens: int, kv_len: int = 0, num_decodes:
                         warmup=warmup, iters=iters)
     return float(np.median(times))
 
+
 def step_time_vs_tokens(model: Any, token_counts: Sequence[int], repeats: int = 3,
                         **kw: Any) -> list[Estimate]:
     """Step time for each token count, median of ``repeats`` interleaved rounds with its
@@ -53,6 +54,7 @@ def step_time_vs_tokens(model: Any, token_counts: Sequence[int], repeats: int = 
     runs = interleaved({n: (lambda n=n: time_prefill_step(model, n, iters=1, **kw))
                         for n in token_counts}, repeats)
     return [median_ci(runs[n]) for n in token_counts]
+
 
 def chunking_overhead(model: Any, prompt_len: int, chunk_sizes: Sequence[int],
                       repeats: int = 3, **kw: Any) -> dict[int, Estimate]:
@@ -70,6 +72,7 @@ def chunking_overhead(model: Any, prompt_len: int, chunk_sizes: Sequence[int],
     runs = interleaved({"whole": lambda: time_prefill_step(model, prompt_len, iters=1, **kw),
                         **{c: (lambda c=c: chunked(c)) for c in chunk_sizes}}, repeats)
     return {c: ratio_ci(runs[c], runs["whole"]) for c in chunk_sizes}
+
 
 def fit_step_time(token_counts: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
     """``(fixed_s, per_token_s)`` of the line ``t(n) = fixed + per_token * n`` fitted over the

@@ -177,7 +177,6 @@ class CostModel:
             head_flops_per_seq=2.0 * m.lm_head_params_per_gpu,
             weight_bytes=m.linear_bytes_per_step)
 
-
     def step_breakdown(self, batch: Batch) -> dict[str, float]:
         """Seconds per component for one step: overhead, linear, attention, communication
         (and their sum, ``total``). ``batch`` = [(query_len, context_len), ...]."""

@@ -110,8 +110,6 @@ class SimResult:
         return pooled_itl(o.metrics for o in self.outputs)
 
 
-
-
 def simulate(workload: Sequence[WorkloadRequest], cost_model: CostModel,
              scheduler_config: SchedulerConfig | None = None,
              cache_config: CacheConfig | None = None, noise_sigma: float = 0.0,

@@ -14,6 +14,7 @@ from chunkprefill.course.scenarios import shared_prompt_run
 PREFIX_RANGE, BLOCK_SIZES, PANEL_PROMPT_LEN = (1, 160), (4, 8, 16, 32), 160
 PREFIX_BUDGET_RANGE = (8, 128)
 
+
 def prefix_panel_update(prefix_len: int, block_size: int, budget: int,
                         prompt_len: int = PANEL_PROMPT_LEN) -> tuple[str, Figure]:
     """The panel's text and picture: P with caching off and on, side by side."""
@@ -31,6 +32,7 @@ def prefix_panel_update(prefix_len: int, block_size: int, budget: int,
                      f"{prompt_len - on.num_cached_tokens} tokens (a whole block or more) "
                      "are recomputed to get the logits of the last token.")
     return "\n".join(lines), plot_prefix_chunks([off, on])
+
 
 def prefix_panel(prefix_len: int = 100, block_size: int = 16, budget: int = 32) -> Any:
     """Sliders over prefix length x block size x budget around ``prefix_panel_update``."""

@@ -8,6 +8,7 @@ SIM_PANEL_BUDGET = 2048
 
 SIM_PANEL_QPS = 6.0  # a load at which prefill-first's stalls break the strict SLO
 
+
 def simulation_view(cost_model: Any = None, budget: int = SIM_PANEL_BUDGET,
                     qps: float = SIM_PANEL_QPS, num_requests: int = 200,
                     seed: int = 0) -> tuple[Any, dict[str, Any]]:
@@ -22,6 +23,7 @@ def simulation_view(cost_model: Any = None, budget: int = SIM_PANEL_BUDGET,
     results = compare_batching(wl, cm, budget)
     return plot_simulation(results, cm, tbt_slo(cm),
                            f"{num_requests} ShareGPT-like requests at {qps:g} QPS"), results
+
 
 def simulation_panel(cost_model: Any = None, num_requests: int = 200, seed: int = 0,
                      budget: int = SIM_PANEL_BUDGET, qps: float = SIM_PANEL_QPS) -> Any:

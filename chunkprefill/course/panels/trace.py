@@ -36,6 +36,7 @@ CHUNKED_MAX_MODEL_LEN = 8192  # the CLI's default; with chunking on it never bin
 
 MAX_TABLE_ROWS = 30
 
+
 def _prompt_summary(steps: Sequence[TraceStep], prompt_id: str = "P") -> str:
     """One line on the long prompt: its chunks, and the step of its first decode."""
     chunks = [(s.step, split.prefill) for s in steps
@@ -82,6 +83,7 @@ def trace_panel_update(
     if len(steps) > max_table_rows:
         lines.append(f"... {len(steps) - max_table_rows} more steps (see the picture)")
     return "\n".join(lines), plot_trace_overview(steps, fig), None
+
 
 def trace_panel(
     budget: int = 16, num_decodes: int = 6, prompt_len: int = 40, threshold: int = 0,

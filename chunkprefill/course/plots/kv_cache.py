@@ -37,12 +37,6 @@ def request_colors(request_ids: Sequence[str]) -> dict[str, str]:
 # --------------------------------------------------------------------------- the pool
 
 
-
-
-
-
-
-
 def plot_block_pool(snapshots: Sequence[PoolSnapshot], num_blocks: int, block_size: int,
                     ax: Axes | None = None) -> Figure:
     """The whole pool, step by step: column = step, row = physical block. A cell is coloured
@@ -154,10 +148,6 @@ def plot_slot_mapping(snapshot: PoolSnapshot, num_blocks: int, block_size: int,
 
 
 # --------------------------------------------------------------------------- probes
-
-
-
-
 
 
 def plot_chunk_work(query_tokens: Sequence[int], kv_read: Sequence[int],

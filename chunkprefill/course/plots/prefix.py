@@ -87,12 +87,6 @@ def plot_hash_chain(prompts: dict[str, Sequence[int]], block_size: int,
     return fig  # type: ignore[return-value]
 
 
-
-
-
-
-
-
 def plot_prefix_chunks(runs: Sequence[PrefixRun], ax: Axes | None = None) -> Figure:
     """One bar per run: P's prompt as the cached part (green), then each chunk it computed
     (blue, one shade per step), with the steps to its first token written at the end."""
