@@ -66,6 +66,59 @@ def _random_prefix_scenario(seed: int) -> dict[str, Any]:
                      prefix_caching=True)
 
 
+def _held_prefill_scenarios() -> list[dict[str, Any]]:
+    """Prefix caching with ``prefill_schedule_interval > 1``: a waiting request whose hit
+    leaves one token owed is not a prefill, so vLLM admits it on a step that holds prefill
+    back (it tests "is this a prefill?" after adding the hit), and its admission does not
+    restart the cadence. Prompts of ``k * block_size + 1`` tokens whose first k blocks are
+    cached owe exactly one token; an identical ``k * block_size``-token prompt still owes its
+    last block (the ``num_tokens - 1`` cap) and waits. Combined with priority, threshold,
+    watermark, a small pool and block sizes 1/4/16. Appended last: older entries stay."""
+    def s(*args: Any, **kw: Any) -> dict[str, Any]:
+        return _scenario(*args, prefix_caching=True, **kw)
+
+    def decodes(n: int, output_len: int = 20) -> list[dict[str, Any]]:
+        return [req(f"D{i}", toks(40 * i, 1), output_len, 0) for i in range(1, n + 1)]
+
+    sys8 = toks(0, 8)
+    sharers = [req("S", sys8, 1, 0), req("B", sys8 + [200], 2, 3), req("C", sys8 + [201], 2, 4),
+               req("E", sys8, 2, 5), req("F", toks(120, 6), 2, 6)]
+    return [
+        s("held_prefill_full_hit", "interval 2: B and C (sys8 + 1 token, 8 cached) owe one "
+          "token each and are admitted on held steps; E (identical 8 tokens) owes a block "
+          "and waits for a release, like F", decodes(3) + sharers,
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=4, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_interval3", "as held_prefill_full_hit with interval 3",
+          decodes(3) + sharers, budget=16, max_num_seqs=8, max_model_len=64, block_size=4,
+          prefill_schedule_interval=3),
+        s("held_prefill_full_hit_priority", "priority: the one-token sharers rank behind a "
+          "waiting prefill, which holds them back too (the waiting pass stops at it)",
+          decodes(3) + [req("S", sys8, 1, 0), req("L", toks(150, 12), 2, 3)]
+          + [{**req("B", sys8 + [200], 2, 3), "priority": 1},
+             {**req("C", sys8 + [201], 2, 4), "priority": -1}],
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=4,
+          prefill_schedule_interval=2, policy="priority"),
+        s("held_prefill_full_hit_threshold", "threshold 2: the prefill chunks are capped and "
+          "held; the one-token sharers are admitted on held steps",
+          decodes(2) + [req("S", sys8, 1, 0), req("L", toks(150, 20), 2, 1)]
+          + sharers[1:3], budget=16, max_num_seqs=8, max_model_len=64, block_size=4,
+          threshold=2, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_watermark_small_pool", "watermark 0.1 in a 20-block pool: "
+          "admitting a one-token sharer still keeps the watermark free",
+          decodes(3, 12) + sharers, budget=16, max_num_seqs=8, max_model_len=32,
+          block_size=4, num_blocks=20, watermark=0.1, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_bs1", "block size 1: any repeated prompt owes one token and "
+          "is admitted on a held step", decodes(3)
+          + [req("S", toks(0, 5), 1, 0), req("B", toks(0, 5), 2, 3), req("C", toks(0, 6), 2, 4)],
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=1, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_bs16", "block size 16: a 33-token prompt whose 32 are cached "
+          "owes one token", decodes(4) + [req("S", toks(0, 32), 1, 0),
+                                          req("B", toks(0, 32) + [222], 2, 4)],
+          budget=40, max_num_seqs=8, max_model_len=128, block_size=16,
+          prefill_schedule_interval=2),
+    ]
+
+
 def build_scenarios() -> list[dict[str, Any]]:
     def s(*args: Any, **kw: Any) -> dict[str, Any]:
         return _scenario(*args, prefix_caching=True, **kw)
@@ -164,6 +217,7 @@ def build_scenarios() -> list[dict[str, Any]]:
           budget=16, max_num_seqs=4, max_model_len=32, block_size=4),
     ]
     out += [_random_prefix_scenario(seed) for seed in range(16)]
+    out += _held_prefill_scenarios()
     names = [sc["name"] for sc in out]
     assert len(names) == len(set(names)), "scenario names must be unique"
     return out

@@ -32,7 +32,7 @@ Then, from the repository root::
         --scenarios other.json --out /tmp/out.json --only article_trace   # ad-hoc runs
 
 Both outputs are deterministic (regenerating gives identical bytes). Each scenario carries a
-``covers`` line naming the rule of DESIGN.md section 4 it exercises.
+``covers`` line naming the scheduling rule it exercises (docs/architecture.md lists them).
 
 How vLLM is driven (it mirrors our ``run_trace``): step k is the k-th ``Scheduler.schedule()``
 call; requests whose ``arrival_step == k`` are added, in list order, just before it. After each

@@ -1,4 +1,4 @@
-"""Hand-derived traces, one per scheduling rule (DESIGN.md section 4). Each expected
+"""Hand-derived traces, one per scheduling rule (docs/architecture.md). Each expected
 schedule below was worked out on paper from the rule, step by step, in the comments."""
 
 from __future__ import annotations
