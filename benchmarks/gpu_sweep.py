@@ -4,7 +4,7 @@
 2. chunking overhead: total prefill time chunked / unchunked, for chunk sizes 256..2048;
 3. tile effect: chunk sizes around a multiple of 64/128 (240..272);
 4. the trade-off: the long prompt's TTFT and the decodes' P99 ITL vs the budget, with only
-   the budget changing (``experiments.tradeoff_sweep``).
+   the budget changing (``lab.tradeoff_sweep``).
 Every value is a median over interleaved repeats, with its 95% bootstrap interval in the CSV.
 On a GPU it uses CUDA events and the Triton backend; on a CPU it runs the same code with the
 stepping thread's CPU time and says so (and shrinks the sizes so it finishes in minutes).

@@ -4,7 +4,7 @@ H100 (cost-model presets) through the real engine loop and the real ``Scheduler`
 The simulator's cost is per *request-step* (one request scheduled in one step). Steps that
 admit or prefill a request go through ``schedule()`` / ``update_from_output()`` one at a
 time; decode-only stretches between arrivals go through the fast path
-(``sim.fast_forward.advance_decode_run``), which costs one pass over the running requests per
+(``chunkprefill.fast_forward``), which costs one pass over the running requests per
 stretch instead of one per step. The benchmark runs the same workload both ways, side by
 side, checks that the step logs are identical, and prints the ratio.
 

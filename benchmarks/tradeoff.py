@@ -1,4 +1,4 @@
-"""The seed's trade-off, measured as a controlled experiment on the `small` toy model:
+"""The article's trade-off, measured as a controlled experiment on the `small` toy model:
 32 requests decode while one 1,024-token prompt arrives; only the token budget changes.
 
     較大的 chunk → 長 prompt 較快完成 Prefill → 該 request 的 TTFT 可能更好

@@ -2,12 +2,12 @@
 update function and the PNG the widget then shows), over a sweep of slider values; prints
 the median and max milliseconds per update.
 
-1. The trace panel (notebook 02), as its widget does it on a move: ``trace_panel_update``
+1. The trace panel (the article's trace), as its widget does it on a move: ``trace_panel_update``
    (run the scheduler trace, redraw the panel's figure, which the panel keeps and passes
    back as ``fig=``), then ``figure_png`` (draw it, encode the PNG). One update at the
    default position comes first, untimed, as the panel's own first render does. For
    reference, one more row: every position with a new figure each time (no ``fig=``).
-2. The chunk-size dashboard (notebook 06): ``chunk_dashboard_update``, whose result holds
+2. The chunk-size dashboard: ``chunk_dashboard_update``, whose result holds
    the PNG bytes; over the positions of the precomputed sweep (what its sliders read; the
    sweep itself is measured first, with a progress bar, and not timed), then positions
    outside it ("COLD": measured on the toy model and drawn on first visit).

@@ -74,7 +74,7 @@ class _OneLineErrors(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineErrors(prog="python -m chunkprefill", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_OneLineErrors)
-    t = sub.add_parser("trace", help="the seed's token-budget trace: decodes + one long prompt")
+    t = sub.add_parser("trace", help="the article's token-budget trace: decodes + one long prompt")
     t.add_argument("--budget", type=_positive("--budget"), default=16,
                    help="max_num_batched_tokens (default 16)")
     t.add_argument("--decodes", type=_positive("--decodes", 0), default=6,

@@ -151,7 +151,8 @@ class SchedulerConfig:
 class CacheConfig:
     """Paged KV cache shape. ``num_blocks`` counts usable blocks (vLLM keeps one extra
     "null" block; we don't). ``enable_prefix_caching``: vLLM V1's automatic prefix caching
-    (off by default here, as the course turns it on in notebook 09; vLLM's default is on)."""
+    (off by default here, so the course can turn it on where it teaches it; vLLM V1's
+    default is on)."""
 
     block_size: int = 16
     num_blocks: int = 1024

@@ -1,4 +1,4 @@
-"""The seed's paper trace as code: drive the real ``Scheduler`` with a fake model that
+"""The article's paper trace as code: drive the real ``Scheduler`` with a fake model that
 samples a fixed token, and record who got how many tokens each step. No timing is
 involved: a trace tracks the token budget, not how long a step takes."""
 
@@ -148,7 +148,7 @@ def run_trace(
 
 
 def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | None = None) -> str:
-    """The seed's table: steps as rows, requests as columns, the leftover budget last.
+    """The article's table: steps as rows, requests as columns, the leftover budget last.
     ``P*`` marks a preempted request; ``-`` means not scheduled that step."""
     if request_ids is None:
         seen: dict[str, None] = {}

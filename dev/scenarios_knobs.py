@@ -133,7 +133,7 @@ def build_scenarios() -> list[dict[str, Any]]:
           [r("A", 100, 2), r("B", 90, 2)],
           budget=64, max_num_seqs=8, max_model_len=256,
           long_prefill_token_threshold_adaptive=True),
-        s("adaptive_article_trace", "the seed trace with threshold 2, adaptive: 16 // 7 = 2, "
+        s("adaptive_article_trace", "the article's trace with threshold 2, adaptive: 16 // 7 = 2, "
           "then 16 // 7 again",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024, threshold=2,
           long_prefill_token_threshold_adaptive=True),

@@ -206,7 +206,7 @@ def build_scenarios() -> list[dict[str, Any]]:
            req("C", toks(200, 6), 3, 4)],
           budget=64, max_num_seqs=4, max_model_len=64, block_size=8, chunked=False,
           threshold=8),
-        s("article_trace_shared_prefix", "the seed's trace where P shares 32 tokens with S, "
+        s("article_trace_shared_prefix", "the article's trace where P shares 32 tokens with S, "
           "which arrived with the decodes",
           [req(f"D{i}", toks(20 * i, 1), 20, 0) for i in range(1, 7)]
           + [req("S", sys32, 1, 0), req("P", sys32 + toks(150, 8), 3, 2)],

@@ -209,7 +209,7 @@ def _random_scenario(seed: int) -> dict[str, Any]:
 def build_scenarios() -> list[dict[str, Any]]:
     s = _scenario
     out = [
-        # --- the seed's paper trace -----------------------------------------------------
+        # --- the article's paper trace -----------------------------------------------------
         s("article_trace", "seed: budget 16, six 1-token decodes + 40-token P at step 2; "
           "running first, P chunked 10/10/10/10 in the leftover budget",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024),

@@ -147,7 +147,7 @@ def test_prefill_or_decode_chunks_without_decodes():
         decodes, decodes, {"P": 16}, {"P": 16}, {"P": 8}, {**decodes, "P": 1}]
 
 
-def test_no_decode_run_while_a_resumed_request_still_recomputes():
+def test_no_fast_forward_while_a_resumed_request_still_recomputes():
     """A preempted request recomputing its prompt + output in chunks can owe exactly one
     token and look like a decode. Under prefill_or_decode that token is prefill work: the
     next step runs it alone. The simulator's decode fast path must not take it for a plain

@@ -1,4 +1,4 @@
-"""Measured lessons on the toy model: the experiments notebooks and benchmarks share (so
+"""Measured lessons on the toy model: the runs notebooks and benchmarks share (so
 neither re-implements them). Every step time is measured on this machine with the engine's
 step clock; every statistic is a median over interleaved repeats with its interval.
 

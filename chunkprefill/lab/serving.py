@@ -141,7 +141,7 @@ class MixedResult:
 
     @property
     def metrics(self) -> dict[str, Any]:
-        """``{request_id: RequestMetrics}`` in arrival order (what ``viz`` plots)."""
+        """``{request_id: RequestMetrics}`` in arrival order (what ``course.plots`` draws)."""
         return {o.request_id: o.metrics for o in self.outputs}
 
     @property

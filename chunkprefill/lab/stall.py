@@ -173,7 +173,7 @@ class TradeoffPoint:
     runs: list[StallResult] = field(repr=False)
 
 
-# The trade-off experiment of notebook 06 and benchmarks/tradeoff.py: 32 decodes stream while
+# The trade-off experiment of the course and benchmarks/tradeoff.py: 32 decodes stream while
 # one 1,024-token prompt arrives at step 4; the budgets give chunks of 32 ... 256 tokens
 # (32 down to 4 chunks), so the prompt is chunked at every point.
 TRADEOFF_WORKLOAD = StallWorkload(num_decodes=32, decode_output_len=48, long_prompt_len=1024,
@@ -184,7 +184,7 @@ TRADEOFF_BUDGETS = (64, 80, 96, 128, 160, 224, 288)
 def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
                    repeats: int = 3, max_model_len: int = 2048, progress: bool = False,
                    **kw: Any) -> list[TradeoffPoint]:
-    """The seed's trade-off as a controlled experiment: only the budget changes. For each
+    """The article's trade-off as a controlled experiment: only the budget changes. For each
     budget (interleaved over ``repeats`` rounds), the long prompt's TTFT and the decodes' P99
     ITL. Budgets must leave the prompt room beside the decodes and still cut it in pieces
     (``num_decodes < budget < num_decodes + long_prompt_len``)."""
@@ -214,10 +214,8 @@ def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
     return points
 
 
-# -- sweeps for the timing notebook (07) and benchmarks/gpu_sweep.py ----------------------
 
 
-# -- a measured serving workload: Poisson arrivals of mixed prompts (notebook 06) ----------
 
 
 

@@ -1,5 +1,5 @@
 """Notebook 02's exercises (the 16-token budget trace). Every right answer comes from a run
-of the real scheduler (``run_trace`` on the seed's workload), never typed in here."""
+of the real scheduler (``run_trace`` on the article's workload), never typed in here."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def check_seq_lens(answer: list[int] | None) -> str:
 
 def check_timing(timings: Mapping[str, Sequence[float]] | None) -> str:
     """Exercise 05.3 (measure): time ``ref_paged_attention`` and ``paged_attention`` (torch
-    backend) on notebook 05's batch with ``timing.time_fn`` and pass
+    backend) on the notebook's batch with ``timing.time_fn`` and pass
     ``{"reference": [...], "torch": [...]}`` (seconds, >= 5 repeats each). Checked for its
     structure; the verdict reports the measured ratio of medians with their intervals."""
     hint = ('pass {"reference": time_fn(...), "torch": time_fn(...)} with iters >= 5: '

@@ -1,5 +1,5 @@
 """Notebook 09's exercises (prefix caching). The right answers come from running the real
-scheduler (``prefixviz.shared_prompt_run``), never typed in here."""
+scheduler (``scenarios.shared_prompt_run``), never typed in here."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ class FirstVictimScheduler(Scheduler):
         return self.running.pop(0), req_index - 1  # the real one pops the last
 
 
-# Exercise 03.2's workload: notebook 03's small cache, three 8-token prompts.
+# Exercise 03.2's workload: the notebook's small cache, three 8-token prompts.
 BUG_REQUESTS = [TraceRequest(r, prompt_len=8, output_len=20) for r in "ABC"]
 BUG_CONFIG = SchedulerConfig(max_num_batched_tokens=32, max_num_seqs=8, max_model_len=64)
 BUG_CACHE = CacheConfig(block_size=4, num_blocks=12)
@@ -40,7 +40,7 @@ def run_buggy(requests: list[TraceRequest], scheduler_config: SchedulerConfig,
 
 
 def check_max_num_seqs(answer: int | None) -> str:
-    """Exercise 03.1: the seed's workload (budget 16) with ``max_num_seqs=6``. In which step
+    """Exercise 03.1: the article's workload (budget 16) with ``max_num_seqs=6``. In which step
     does P get its first tokens?"""
     steps = run_trace(article_trace_requests(), SchedulerConfig(16, 6), CacheConfig(16, 1000))
     first = next(s.step for s in steps if "P" in s.num_scheduled_tokens)
@@ -64,7 +64,7 @@ def check_bug(answer: tuple[int, str] | None) -> str:
 
 def knob_grid() -> dict[tuple[bool, int, int], int]:
     """Exercise 03.3's grid: ``(enable_chunked_prefill, max_num_batched_tokens,
-    long_prefill_token_threshold) -> number of chunks of P's prompt`` on the seed's workload
+    long_prefill_token_threshold) -> number of chunks of P's prompt`` on the article's workload
     (``max_model_len=64``); a combination the config refuses maps to 0."""
     grid = trace_knob_grid(article_trace_requests(), "P", budgets=(16, 64), thresholds=(0, 8),
                            max_model_len=64, cache_config=CacheConfig(16, 1000))
@@ -81,7 +81,7 @@ def check_three_knobs(answer: dict[tuple[bool, int, int], int] | None) -> str:
 
 
 def check_interval(answer: list[int] | None) -> str:
-    """Exercise 03.4 (one of vLLM's newer knobs): the seed's workload (budget 16) with
+    """Exercise 03.4 (one of vLLM's newer knobs): the article's workload (budget 16) with
     ``prefill_schedule_interval=2``. In which steps does P get prompt tokens? Answer the list
     of step numbers."""
     steps = run_trace(article_trace_requests(),

@@ -57,7 +57,7 @@ def check_clock(answer: str | None) -> str:
     10 ms around a 50 ms ``time.sleep`` (the OS running someone else). The checker runs
     your clock around the sleep."""
     hint = ("the clock must count only the CPU time of the thread that steps (see "
-            "chunkprefill.timing.CLOCKS and notebook 01's first timing cell)")
+            "chunkprefill.timing.CLOCKS and the notebook's first timing cell)")
     if answer is None or answer not in CLOCKS or answer in ("auto", "cuda-events"):
         return _verdict(answer, "a CPU clock name", hint)
     with Timer("cpu", answer) as t:

@@ -12,7 +12,7 @@ def figure_png(fig: Figure, dpi: int = 72) -> bytes:
     web too). Plain ``savefig``; zlib level 1 halves the encoding time of the default level
     for a few % more bytes. Redraws stay fast because the figures are built for it: the
     trace panel redraws one figure in place, its cell numbers are stamped outlines
-    (``viz.trace.CellNumbers``), and the dashboard's pictures are drawn once, ahead of time."""
+    (``plots.schedule.CellNumbers``), and the dashboard's pictures are drawn once, ahead of time."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()

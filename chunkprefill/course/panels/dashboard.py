@@ -24,7 +24,7 @@ from chunkprefill.lab.serving import (
 )
 from chunkprefill.timing import clock_label
 
-# ------------------------------------------------------------------ chunk-size dashboard (06)
+# ---------------------------------------------------------------------- chunk-size dashboard
 # A measured run of the toy model takes seconds, far above the 150 ms a slider may take, so
 # the dashboard reads a cache of measured runs (and their rendered pictures) that
 # ``ChunkDashboardData.precompute`` fills with a progress bar. A slider position outside it

@@ -27,7 +27,7 @@ def simulation_view(cost_model: Any = None, budget: int = SIM_PANEL_BUDGET,
 
 def simulation_panel(cost_model: Any = None, num_requests: int = 200, seed: int = 0,
                      budget: int = SIM_PANEL_BUDGET, qps: float = SIM_PANEL_QPS) -> Any:
-    """Sliders (token budget, QPS) over ``simulation_view`` (notebook 08). The default view
+    """Sliders (token budget, QPS) over ``simulation_view``. The default view
     is a load at which chunking matters; at low load there is little to stall and the two
     policies' P99 TBT meet."""
     import ipywidgets as widgets

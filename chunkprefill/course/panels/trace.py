@@ -89,7 +89,7 @@ def trace_panel(
     budget: int = 16, num_decodes: int = 6, prompt_len: int = 40, threshold: int = 0,
     chunked: bool = True,
 ) -> Any:
-    """The seed's trace with sliders: budget, decodes, prompt length, threshold, and a
+    """The article's trace with sliders: budget, decodes, prompt length, threshold, and a
     chunked-prefill toggle. Returns an ``ipywidgets.VBox`` of two rows: first the controls
     (a VBox) beside an HTML widget with the summary + table or the scheduler's error, then an
     Image with the timeline and budget bars. Sliders update on release."""

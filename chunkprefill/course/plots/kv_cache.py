@@ -1,7 +1,7 @@
 """Pictures and probes for the paged-KV-cache and attention-kernel notebooks (04, 05).
 
 Plotting functions return a ``matplotlib.figure.Figure`` built without pyplot (as in
-``chunkprefill.viz``), so nothing leaks into pyplot's global state. The probes only *look*:
+``chunkprefill.course.plots``), so nothing leaks into pyplot's global state. The probes only *look*:
 ``snapshot_step`` copies the KV manager's bookkeeping between ``schedule()`` and the model
 call, and ``capture_forward`` records what went through a model with ordinary PyTorch
 forward hooks; neither changes what the engine computes.

@@ -245,7 +245,7 @@ class _TradeoffPoint(Protocol):
 
 def plot_tradeoff(points: Sequence[_TradeoffPoint], timing_label: str,
                   title: str | None = None) -> Figure:
-    """The seed's trade-off, measured: per token budget, the long prompt's own TTFT (left)
+    """The article's trade-off, measured: per token budget, the long prompt's own TTFT (left)
     and the decodes' P99 ITL (right), medians over repeats with their 95% intervals. The
     x ticks name the budget and how many chunks the prompt took."""
     fig = Figure(figsize=(10.5, 3.7), layout="constrained")
@@ -284,7 +284,7 @@ def plot_step_time_vs_tokens(
 ) -> Figure:
     """Step time against the tokens in the step, log-log: medians with their intervals
     (``Estimate``s or plain seconds), and the line ``fixed + per_token * n`` fitted over the
-    whole range (``experiments.fit_step_time``), with the step size where its two parts are
+    whole range (``lab.fit_step_time``), with the step size where its two parts are
     equal. ``timing_label`` names the clock; it goes into the title."""
     from chunkprefill.lab.step_cost import fit_step_time
 

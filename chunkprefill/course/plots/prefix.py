@@ -1,10 +1,10 @@
-"""Prefix caching meets chunked prefill: runs and pictures for notebook 09.
+"""Prefix caching meets chunked prefill: pictures.
 
 Every number comes from the real ``Scheduler`` driven by ``run_trace`` (no formula stands in
 for it): ``shared_prompt_run`` lets a request with a system prompt run first and then sends a
 longer prompt that starts with some of that system prompt, with prefix caching on or off, and
 reports what the second prompt found in the cache, what it still computed, in how many chunks,
-and how many steps its first token took. Figures are built without pyplot, as in ``viz``."""
+and how many steps its first token took. Figures are built without pyplot, as every course plot."""
 
 from __future__ import annotations
 

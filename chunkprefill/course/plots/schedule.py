@@ -178,7 +178,7 @@ def plot_trace_timeline(
     ax: Axes | None = None,
     annotate: bool | None = None,
 ) -> Figure:
-    """The seed's table as a picture: one row per request, one column per step, a coloured
+    """The article's table as a picture: one row per request, one column per step, a coloured
     cell wherever the request got tokens (the number in it is how many). Colour says what
     the tokens were: a prefill chunk, a decode, or a recompute after preemption. A grey cell
     is a request waiting in the queue, a sand one a running request that got no tokens

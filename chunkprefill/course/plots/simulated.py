@@ -1,8 +1,9 @@
-"""Pictures of simulated runs (notebook 08): the cost model's step time, budget sweeps,
+"""Pictures of simulated runs: the cost model's step time, budget sweeps,
 chunking overhead, step-time timelines and capacity. Inputs are the simulator's results
 (``sim.SimResult``, sweep rows, capacities) or a ``sim.CostModel``; every title says
-SIMULATED. Not re-exported by ``chunkprefill.viz``: three names match the measured plots of
-``viz.latency``, so import this module (``from chunkprefill.viz import sim as sim_plots``)."""
+SIMULATED. Not re-exported by ``chunkprefill.course.plots``: three names match the measured
+plots of ``plots.measured``, so import this module (``from chunkprefill.course.plots import
+simulated as sim_plots``)."""
 
 from __future__ import annotations
 
