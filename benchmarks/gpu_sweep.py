@@ -1,4 +1,4 @@
-"""Notebook 07's sweeps as a script: writes CSV + PNG under a folder.
+"""Notebook 08's sweeps as a script: writes CSV + PNG under a folder.
 
 1. step time vs tokens in the step (memory-bound flat region, then compute-bound line);
 2. chunking overhead: total prefill time chunked / unchunked, for chunk sizes 256..2048;

@@ -1,4 +1,4 @@
-"""Notebooks 02-05: each exercise's reference answer (worked by hand in the comments, the
+"""Notebooks 02-06: each exercise's reference answer (worked by hand in the comments, the
 same as in the notebooks' collapsed answers) passes its checker; a wrong one gets a hint."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Notebook 09's runs and pictures, checked against hand-worked numbers."""
+"""Notebook 11's runs and pictures, checked against hand-worked numbers."""
 
 from __future__ import annotations
 

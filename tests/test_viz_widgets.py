@@ -415,7 +415,7 @@ def test_slot_mapping_keeps_each_request_colour_of_the_block_pool():
 
 
 def test_simulation_panel_default_view_shows_the_lesson():
-    # Notebook 08's slider opens where chunking matters: chunked meets the strict SLO and
+    # Notebook 09's slider opens where chunking matters: chunked meets the strict SLO and
     # prefill-first breaks it. At 0.5 QPS there is little to stall: the two P99s meet.
     from chunkprefill.sim import CostModel, compare_batching, tbt_slo
     from chunkprefill.workload import sharegpt_like

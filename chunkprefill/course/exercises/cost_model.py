@@ -1,4 +1,4 @@
-"""Notebook 08's exercises (the simulator at scale). Right answers come from the cost model
+"""Notebook 09's exercises (the simulator at scale). Right answers come from the cost model
 and the simulator themselves (``CostModel``, ``sim.compare_batching``, ``sim.tbt_slo``),
 never typed in here."""
 
@@ -10,7 +10,7 @@ from chunkprefill.course.exercises.common import verdict as _verdict
 from chunkprefill.sim import CostModel, chunking_overhead, compare_batching, tbt_slo
 from chunkprefill.workload import sharegpt_like
 
-LOADS = (0.5, 1.0, 2.0, 4.0, 6.0)  # QPS offered in exercise 08.2
+LOADS = (0.5, 1.0, 2.0, 4.0, 6.0)  # QPS offered in exercise 09.2
 
 
 def _close(answer: float | None, expected: float, tol: float, unit: str, hint: str) -> str:
@@ -20,7 +20,7 @@ def _close(answer: float | None, expected: float, tol: float, unit: str, hint: s
 
 
 def check_decode_linear(answer_ms: float | None) -> str:
-    """Exercise 08.1: Llama-3-8B on one H100 SXM (the default preset). Predict, in ms, the
+    """Exercise 09.1: Llama-3-8B on one H100 SXM (the default preset). Predict, in ms, the
     linear layers' time of a step holding one decode, then compare with
     ``cm.step_breakdown([(1, 0)])["linear"]``. Right within 1%."""
     cm = CostModel.preset("Llama-3-8B", "H100-SXM")
@@ -44,7 +44,7 @@ def first_load_over_slo(num_requests: int = 200, budget: int = 2048) -> float | 
 
 
 def check_load(answer: float | None) -> str:
-    """Exercise 08.2: with the widget's setup (200 ShareGPT-like requests, seed 0, budget
+    """Exercise 09.2: with the widget's setup (200 ShareGPT-like requests, seed 0, budget
     2048), at which load of ``LOADS`` does prefill-first first break the strict P99 TBT SLO?"""
     hint = ("run sim.compare_batching at each load and compare 'prefill_first'.p99_itl with "
             "sim.tbt_slo(cm)")
@@ -54,14 +54,14 @@ def check_load(answer: float | None) -> str:
 
 
 def broken_chunking_overhead(cm: CostModel, prompt_len: int, chunk: int) -> float:
-    """Exercise 08.3's overhead, with a bug: every chunk is priced as if nothing were in the
+    """Exercise 09.3's overhead, with a bug: every chunk is priced as if nothing were in the
     cache before it."""
     sizes = [min(chunk, prompt_len - off) for off in range(0, prompt_len, chunk)]
     return sum(cm.step_time([(n, 0)]) for n in sizes) / cm.step_time([(prompt_len, 0)])
 
 
 def check_bug(answer_points: float | None) -> str:
-    """Exercise 08.3: for an 8,192-token prompt in chunks of 512 (Llama-3-8B, H100), by how
+    """Exercise 09.3: for an 8,192-token prompt in chunks of 512 (Llama-3-8B, H100), by how
     many percentage points does ``broken_chunking_overhead`` understate the overhead
     ``sim.chunking_overhead`` predicts? Right within 0.5 points."""
     cm = CostModel.preset("Llama-3-8B", "H100-SXM")

@@ -1,4 +1,4 @@
-"""Notebook 07's exercises (what a step costs). Right answers come from the real scheduler
+"""Notebook 08's exercises (what a step costs). Right answers come from the real scheduler
 (``run_trace``) and the package's own fit, applied to the reader's measurements."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _kv_reread(prompt_len: int, chunk: int) -> int:
 
 
 def check_reread(answer: tuple[int, int] | None) -> str:
-    """Exercise 07.1: a 1,024-token prompt alone, in chunks of 256 and of 128. How many cached
+    """Exercise 08.1: a 1,024-token prompt alone, in chunks of 256 and of 128. How many cached
     KV tokens do its chunks attend to, summed over the chunks? Answer ``(at 256, at 128)``."""
     return _verdict(None if answer is None else tuple(answer),
                     (_kv_reread(1024, 256), _kv_reread(1024, 128)),
@@ -33,7 +33,7 @@ def check_reread(answer: tuple[int, int] | None) -> str:
 
 def check_predict(tokens: Sequence[int], medians: Sequence[float],
                      answer: float | None) -> str:
-    """Exercise 07.2: from the line fitted in section 1 (``fit_step_time(tokens, medians)``),
+    """Exercise 08.2: from the line fitted in section 1 (``fit_step_time(tokens, medians)``),
     predict how many times longer a step of 32 decodes plus a 1,024-token chunk (1,056
     tokens) takes than a step of the 32 decodes alone. Right within 2%."""
     fixed, per_token = fit_step_time(tokens, medians)
@@ -46,13 +46,13 @@ def check_predict(tokens: Sequence[int], medians: Sequence[float],
 
 
 def broken_fit(tokens: Sequence[int], medians: Sequence[float]) -> tuple[float, float]:
-    """Exercise 07.3's fit, with a bug: ordinary least squares on absolute errors."""
+    """Exercise 08.3's fit, with a bug: ordinary least squares on absolute errors."""
     per_token, fixed = np.polyfit(np.asarray(tokens, float), np.asarray(medians, float), 1)
     return float(fixed), float(per_token)
 
 
 def check_bug(tokens: Sequence[int], medians: Sequence[float], answer: int | None) -> str:
-    """Exercise 07.3: on your measured ``(tokens, medians)``, at which token count is
+    """Exercise 08.3: on your measured ``(tokens, medians)``, at which token count is
     ``broken_fit``'s line furthest from the median, relative to it?"""
     fixed, per_token = broken_fit(tokens, medians)
     t = np.asarray(medians, float)
@@ -63,7 +63,7 @@ def check_bug(tokens: Sequence[int], medians: Sequence[float], answer: int | Non
 
 
 def check_measure(overhead: Mapping[int, Estimate] | None) -> str:
-    """Exercise 07.4: ``chunking_overhead`` of a 512-token prompt in chunks of 32 and of 256,
+    """Exercise 08.4: ``chunking_overhead`` of a 512-token prompt in chunks of 32 and of 256,
     3 repeats. Checks the method (both sizes, 3 paired repeats) and what the physics
     guarantees: 16 chunks pay the fixed step cost 15 more times, so their total is clearly
     above the unchunked prefill (the interval lies above 1)."""

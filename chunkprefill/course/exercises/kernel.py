@@ -1,4 +1,4 @@
-"""Notebook 05's exercises (the attention kernel). Metadata answers come from the package's
+"""Notebook 06's exercises (the attention kernel). Metadata answers come from the package's
 ``build_attention_metadata``; the timing exercise is checked for its structure, since a time
 measured on the reader's machine has no single right value."""
 
@@ -11,7 +11,7 @@ from chunkprefill.attention import build_attention_metadata
 from chunkprefill.course.exercises.common import verdict as _verdict
 from chunkprefill.lab.stats import median_ci
 
-# Exercise 05.1/05.2's step: three decodes and a 9-token prompt chunk, block_size 16.
+# Exercise 06.1/05.2's step: three decodes and a 9-token prompt chunk, block_size 16.
 QUERY_LENS = [1, 1, 1, 9]
 NUM_COMPUTED = [4, 7, 15, 16]
 BLOCK_TABLES = [[0], [1], [2, 3], [4, 5]]
@@ -23,20 +23,20 @@ def _meta():  # type: ignore[no-untyped-def]
 
 
 def check_query_start_loc(answer: list[int] | None) -> str:
-    """Exercise 05.1: ``query_lens = [1, 1, 1, 9]``. What is ``query_start_loc``?"""
+    """Exercise 06.1: ``query_lens = [1, 1, 1, 9]``. What is ``query_start_loc``?"""
     return _verdict(None if answer is None else list(answer), _meta().query_start_loc.tolist(),
                     "B + 1 entries: 0, then the running sum of the query lengths")
 
 
 def check_seq_lens(answer: list[int] | None) -> str:
-    """Exercise 05.2: the same step with ``num_computed_tokens = [4, 7, 15, 16]``. What is
+    """Exercise 06.2: the same step with ``num_computed_tokens = [4, 7, 15, 16]``. What is
     ``seq_lens``, the keys each sequence's attention reads?"""
     return _verdict(None if answer is None else list(answer), _meta().seq_lens.tolist(),
                     "the keys already in the cache plus this step's tokens")
 
 
 def check_timing(timings: Mapping[str, Sequence[float]] | None) -> str:
-    """Exercise 05.3 (measure): time ``ref_paged_attention`` and ``paged_attention`` (torch
+    """Exercise 06.3 (measure): time ``ref_paged_attention`` and ``paged_attention`` (torch
     backend) on the notebook's batch with ``timing.time_fn`` and pass
     ``{"reference": [...], "torch": [...]}`` (seconds, >= 5 repeats each). Checked for its
     structure; the verdict reports the measured ratio of medians with their intervals."""

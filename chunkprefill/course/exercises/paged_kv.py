@@ -1,4 +1,4 @@
-"""Notebook 04's exercises (the paged KV cache). The right answers come from the package's
+"""Notebook 05's exercises (the paged KV cache). The right answers come from the package's
 ``KVCacheManager`` and a run of the real scheduler, never typed in here."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from chunkprefill.trace import TraceRequest, run_trace
 
 
 def slot_scenario() -> KVCacheManager:
-    """Exercise 04.1's cache (block_size 4, 8 blocks, fresh): A computes a 5-token chunk,
+    """Exercise 05.1's cache (block_size 4, 8 blocks, fresh): A computes a 5-token chunk,
     then B a 9-token one, then A 4 more tokens."""
     kvm = KVCacheManager(CacheConfig(block_size=4, num_blocks=8))
     a = Request("A", prompt_token_ids=list(range(9)), max_tokens=1)
@@ -23,7 +23,7 @@ def slot_scenario() -> KVCacheManager:
 
 
 def check_slot(answer: int | None) -> str:
-    """Exercise 04.1: in ``slot_scenario()``, which flat cache slot does A's position 8 (its
+    """Exercise 05.1: in ``slot_scenario()``, which flat cache slot does A's position 8 (its
     9th token) write its K and V to?"""
     return _verdict(answer, slot_scenario().slot_mapping("A", 8, 9)[0],
                     "a fresh pool hands out blocks 0, 1, 2, ... in order; find A's block "
@@ -43,7 +43,7 @@ def new_blocks_per_chunk(prompt_len: int, chunk: int, block_size: int) -> list[i
 
 
 def check_new_blocks(answer: list[int] | None) -> str:
-    """Exercise 04.2: a 45-token prompt, chunks of 7, block_size 4. How many new blocks does
+    """Exercise 05.2: a 45-token prompt, chunks of 7, block_size 4. How many new blocks does
     each chunk take? Answer a list, one number per chunk."""
     return _verdict(None if answer is None else list(answer), new_blocks_per_chunk(45, 7, 4),
                     "after a chunk the request needs ceil(computed / 4) blocks; a chunk takes "
@@ -65,7 +65,7 @@ def kv_read(prompt_len: int, budget: int) -> int:
 
 
 def check_kv_read(answer: tuple[int, int] | None) -> str:
-    """Exercise 04.3 (measure with the scheduler): a 45-token prompt alone, budget 7 and then
+    """Exercise 05.3 (measure with the scheduler): a 45-token prompt alone, budget 7 and then
     budget 64. How many keys does attention read over its whole prefill in each case? Answer
     ``(budget_7, budget_64)``."""
     return _verdict(None if answer is None else tuple(answer), (kv_read(45, 7), kv_read(45, 64)),

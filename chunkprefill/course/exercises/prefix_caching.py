@@ -1,4 +1,4 @@
-"""Notebook 09's exercises (prefix caching). The right answers come from running the real
+"""Notebook 11's exercises (prefix caching). The right answers come from running the real
 scheduler (``scenarios.shared_prompt_run``), never typed in here."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from chunkprefill.course.scenarios import shared_prompt_run
 
 
 def check_hit(answer: int) -> str:
-    """Exercise 09.1: a 100-token prompt shares its first 70 tokens with a prompt that is in
+    """Exercise 11.1: a 100-token prompt shares its first 70 tokens with a prompt that is in
     the cache; block_size 16. How many tokens does the prefix cache supply?"""
     run = shared_prompt_run(prefix_len=70, block_size=16, budget=32, prompt_len=100)
     return _verdict(answer, run.num_cached_tokens,
@@ -16,7 +16,7 @@ def check_hit(answer: int) -> str:
 
 
 def check_full_prompt(answer: int) -> str:
-    """Exercise 09.2: the very same 64-token prompt comes again (block_size 16) while the
+    """Exercise 11.2: the very same 64-token prompt comes again (block_size 16) while the
     first copy's blocks are still cached. How many prompt tokens must it compute?"""
     run = shared_prompt_run(prefix_len=64, block_size=16, budget=64, prompt_len=64)
     return _verdict(answer, run.num_computed_prompt_tokens,
@@ -25,7 +25,7 @@ def check_full_prompt(answer: int) -> str:
 
 
 def check_chunks(answer: tuple[int, int]) -> str:
-    """Exercise 09.3: budget 16, block_size 16, a 100-token prompt sharing its first 70 tokens
+    """Exercise 11.3: budget 16, block_size 16, a 100-token prompt sharing its first 70 tokens
     with a cached one, alone in the scheduler. In how many chunks is its prompt computed with
     prefix caching on, and with it off? Answer ``(on, off)``."""
     on = shared_prompt_run(70, 16, 16, 100, enable_prefix_caching=True)

@@ -1,4 +1,4 @@
-"""Notebook 06's exercises (chunk-size trade-offs). Right answers come from the real
+"""Notebook 07's exercises (chunk-size trade-offs). Right answers come from the real
 scheduler (``run_trace``) and the notebook's own workloads, never typed in here."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from chunkprefill.trace import TraceRequest, prompt_chunks, run_trace
 
 
 def check_chunks(answer: tuple[int, int] | None) -> str:
-    """Exercise 06.1: the trade-off workload (32 decodes, one 1,024-token prompt) at budget
+    """Exercise 07.1: the trade-off workload (32 decodes, one 1,024-token prompt) at budget
     100. Answer ``(largest chunk, number of chunks)``."""
     wl = TRADEOFF_WORKLOAD
     steps = run_trace(wl.trace_requests(), SchedulerConfig.for_budget(100, max_model_len=2048),
@@ -36,7 +36,7 @@ def _prefill_steps(threshold: int) -> int:
 
 
 def check_threshold(answer: tuple[int, int] | None) -> str:
-    """Exercise 06.2: three 512-token prompts arrive together, no decodes, budget 1,024. In
+    """Exercise 07.2: three 512-token prompts arrive together, no decodes, budget 1,024. In
     how many steps are all three prefilled with ``long_prefill_token_threshold`` 0 (off), and
     with 128? Answer ``(steps at 0, steps at 128)``."""
     return _verdict(None if answer is None else tuple(answer),
@@ -46,7 +46,7 @@ def check_threshold(answer: tuple[int, int] | None) -> str:
 
 
 def broken_sweep(budgets: tuple[int, ...] = (64, 128, 288)) -> dict[int, SchedulerConfig]:
-    """Exercise 06.3's sweep, with a bug: meant to change only the budget."""
+    """Exercise 07.3's sweep, with a bug: meant to change only the budget."""
     return {b: dataclasses.replace(SchedulerConfig.for_budget(b, max_model_len=2048),
                                    max_num_seqs=b // 8) for b in budgets}
 
@@ -57,7 +57,7 @@ def _max_running(sc: SchedulerConfig) -> int:
 
 
 def check_bug(answer: tuple[int, int] | None) -> str:
-    """Exercise 06.3: on the trade-off workload at budget 128, how many requests run at most
+    """Exercise 07.3: on the trade-off workload at budget 128, how many requests run at most
     in one step with the broken sweep's config, and with
     ``SchedulerConfig.for_budget(128, max_model_len=2048)``? Answer
     ``(broken, correct)``."""
@@ -69,7 +69,7 @@ def check_bug(answer: tuple[int, int] | None) -> str:
 
 
 def check_measure(cmp: StallComparison | None) -> str:
-    """Exercise 06.4: ``compare_stall`` on a small workload (one long prompt beside a few
+    """Exercise 07.4: ``compare_stall`` on a small workload (one long prompt beside a few
     decodes) at two budgets that both chunk it, >= 3 repeats each. Checks the method (one
     long prompt, only the budget differs, the same schedule in every repeat) and what the
     scheduler guarantees: four times the chunks cost the long prompt a clearly later first

@@ -1,4 +1,4 @@
-"""Pictures of measured runs (notebooks 01, 06, 07). The inputs are plain data:
+"""Pictures of measured runs (notebooks 01, 07, 08). The inputs are plain data:
 ``RequestMetrics``-like objects (``arrival_time``, ``token_times``, ``ttft``, ``itl``), the
 engine's ``StepRecord`` list, sweep points. Times are seconds in, milliseconds on the axes
 (seconds on a run's time axis)."""
