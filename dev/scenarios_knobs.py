@@ -251,6 +251,10 @@ def build_scenarios() -> list[dict[str, Any]]:
           [r("A", 30, 8, 0), r("B", 30, 8, 0), r("C", 30, 8, 1), r("D", 30, 8, 1)],
           budget=16, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16,
           scheduler_reserve_full_isl=False),
+        s("full_isl_no_thrash", "no_full_isl_thrash's workload with the default gate: a "
+          "preempted request waits until its whole sequence fits (3 preemptions, not 9)",
+          [r("A", 30, 8, 0), r("B", 30, 8, 0), r("C", 30, 8, 1), r("D", 30, 8, 1)],
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16),
         s("no_full_isl_resumed", "a resumed request re-admitted on its first chunk only",
           [r("A", 6, 30, 0), r("B", 6, 30, 0), r("C", 6, 5, 4)],
           budget=8, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=12,
