@@ -66,7 +66,10 @@ carry a ``priority``.
 Each recorded step holds ``num_scheduled_tokens`` (``[[request_id, n], ...]`` in vLLM's dict
 order), ``preempted`` (ids preempted inside that ``schedule()`` call, in order), ``finished`` (ids
 that finished in that step's ``update_from_output``, in order) and, for diagnosis only,
-``kv_free`` (free usable blocks after the step).
+``kv_free`` (free usable blocks after the step). A scenario that never finishes (a livelock,
+e.g. ``prio_ties_evict_each_other`` in ``dev/scenarios_knobs.py``) carries ``"max_steps"``: its
+first ``max_steps`` steps are recorded and the run stops there (``run_trace(stop_after=)``
+replays them); a scenario with ``max_steps`` that finishes is an error.
 """
 
 from __future__ import annotations
