@@ -1,11 +1,13 @@
 # The README's two commands. Both create .venv if missing and install into it.
+# (A third, `make site`, builds the course website; `make test` builds and checks it too.)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export PYTHONHASHSEED := 0
 
-.PHONY: lab test setup browser
+SITE_REPO_URL ?=
+.PHONY: lab test setup browser site npm
 
 setup: $(STAMP)
 
@@ -13,7 +15,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install -e '.[dev,site]'
 	touch $(STAMP)
 
 # Containers run as root, and JupyterLab refuses root without --allow-root: pass it only then.
@@ -27,7 +29,19 @@ browser:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	  else echo "chromium missing: run 'sudo apt-get install chromium'" >&2; exit 1; fi; }
 
-test: $(STAMP) browser
+# The site's pages load scripts and fonts vendored from npm packages (site/vendor.toml).
+npm:
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; \
+	  else echo "npm missing: run 'sudo apt-get install npm'" >&2; exit 1; fi; }
+
+# The course website into build/site/, offline, from the notebooks as stored (nothing is
+# executed). SITE_REPO_URL=https://... points the source links at that repository.
+site: $(STAMP) npm
+	$(PY) site/build.py --repo-url '$(SITE_REPO_URL)'
+
+test: $(STAMP) browser site
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests
 	$(PY) -m pytest --nbval --nbval-cell-timeout=300 -p no:cacheprovider notebooks/
