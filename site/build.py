@@ -263,9 +263,9 @@ def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict) -> list[str
     return links.dropped
 
 
-def build(out: Path, work: Path, repo_url: str) -> None:
+def build(out: Path, work: Path, repo_url: str, editions_file: Path) -> None:
     t0 = time.perf_counter()
-    editions = tomllib.loads((SITE / "editions.toml").read_text())
+    editions = tomllib.loads(editions_file.read_text())
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "unknown"
     work.mkdir(parents=True, exist_ok=True)
@@ -316,8 +316,10 @@ def main() -> None:
     ap.add_argument("--repo-url", default=os.environ.get("SITE_REPO_URL", ""),
                     help="the repository's web address: source links then point to "
                          "REPO/blob/COMMIT/...; without it the site holds the source itself")
+    ap.add_argument("--editions", type=Path, default=SITE / "editions.toml",
+                    help="the editions to build (default: site/editions.toml)")
     args = ap.parse_args()
-    build(args.out.resolve(), args.work.resolve(), args.repo_url.rstrip("/"))
+    build(args.out.resolve(), args.work.resolve(), args.repo_url.rstrip("/"), args.editions)
 
 
 if __name__ == "__main__":

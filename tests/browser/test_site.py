@@ -106,8 +106,9 @@ class Recorder:
 
 
 def _pages() -> list[str]:
+    """Every HTML page of every edition (not the theme's template files in _static/)."""
     return sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html")
-                  if not p.relative_to(SITE).parts[0].startswith(("_static", "_sources")))
+                  if not {"_static", "_sources"} & set(p.relative_to(SITE).parts))
 
 
 # One pass over a loaded page: images, links, elements wider than the text column (outside
