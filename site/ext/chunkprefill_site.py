@@ -42,7 +42,7 @@ class LiveTrace(Directive):
             '(enable_chunked_prefill)</span><input type="checkbox" id="lt-chunked" '
             'name="chunked" checked disabled></label></form>'
             '<p class="lt-status" role="status">Loading Python (Pyodide) and chunkprefill '
-            "into this page… (about 10 MB, once)</p>"
+            "into this page… (about 13 MB, once)</p>"
             '<div class="lt-error" role="alert" hidden></div>'
             '<p class="lt-summary"></p>'
             '<div class="lt-picture"></div>'
