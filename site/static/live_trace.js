@@ -67,7 +67,13 @@ try {
   const { mod, info } = await start();
   const update = () => {
     const v = values();
-    show(JSON.parse(mod.render_json(v.budget, v.decodes, v.prompt, v.threshold, v.chunked)));
+    let result;
+    try {
+      result = JSON.parse(mod.render_json(v.budget, v.decodes, v.prompt, v.threshold, v.chunked));
+    } catch (e) {  // not a refused configuration (those come back as result.error): a bug
+      result = { error: String(e && e.message ? e.message : e), note: "" };
+    }
+    show(result);
   };
   for (const i of inputs) {
     i.disabled = false;
