@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import itertools
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +73,8 @@ POSITIONS = list(itertools.product((1, 5, 16, 20, 64, 128), (0, 1, 6, 16), (1, 1
 @pytest.mark.parametrize("budget,decodes,prompt,threshold,chunked", POSITIONS)
 def test_picture_means_what_the_panel_means(budget, decodes, prompt, threshold, chunked):
     """Every cell kind and token count equals the package's own timeline grid (the data
-    notebook 02's picture is drawn from), and the table is the package's table."""
+    notebook 02's picture is drawn from), the bars add up to the budget, and the table is
+    the package's table."""
     timeline_grid = _package_function("timeline_grid")
     kinds = importlib.import_module(timeline_grid.__module__).TIMELINE_KINDS
     shown = page.render(budget, decodes, prompt, threshold, chunked)
@@ -83,8 +85,9 @@ def test_picture_means_what_the_panel_means(budget, decodes, prompt, threshold, 
         return
     requests = page.workload(decodes, prompt)
     steps = run_trace(requests, config, CacheConfig(page.BLOCK_SIZE, page.NUM_BLOCKS))
-    ids, kind_codes, tokens = timeline_grid(steps, requests)
-    grid = page.cell_kinds(steps, requests)
+    ids, kind_codes, tokens = timeline_grid(steps)
+    assert ids == list(dict.fromkeys(r for s in steps for r in s.num_scheduled_tokens))
+    grid = page.cell_kinds(steps)
     for i, rid in enumerate(ids):
         for k in range(len(steps)):
             expected = (kinds[kind_codes[i, k]], int(tokens[i, k]))
@@ -92,6 +95,11 @@ def test_picture_means_what_the_panel_means(budget, decodes, prompt, threshold, 
     assert shown["table"] == chunkprefill.format_trace_table(steps)
     assert shown["svg"].count('data-kind="prefill"') == sum(
         kinds[c] == "prefill" for c in kind_codes.ravel())
+    bars = re.findall(r'class="lt-bar-\w+" data-step="(\d+)" data-tokens="(\d+)"', shown["svg"])
+    per_step = [0] * len(steps)
+    for k, n in bars:
+        per_step[int(k)] += int(n)
+    assert per_step == [budget] * len(steps)
 
 
 def test_page_imports_only_the_scheduler_side():

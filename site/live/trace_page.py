@@ -1,9 +1,10 @@
 """The live trace page's Python: it runs in the reader's browser (Pyodide), on the package's
 own ``Scheduler`` loaded from a wheel of this checkout, and draws what notebook 02's trace
 panel draws (the grid of steps x requests, P's chunks, the budget) as HTML and SVG, without
-numpy or matplotlib. Only the package's public, pure-Python API is used, so that
-``import chunkprefill`` here loads the scheduler side only. Tested on CPython by
-tests/test_site_live.py against the package's own pictures' data."""
+numpy or matplotlib. It builds the panel's workload and config with the package's own
+functions and reads what each cell computed from the scheduler's ``token_splits``; only
+the drawing is here. Nothing it imports needs more than the standard library. Tested on
+CPython by tests/test_site_live.py against the package's own pictures' data."""
 
 from __future__ import annotations
 
@@ -13,66 +14,53 @@ from collections.abc import Sequence
 
 from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest, TraceStep, format_trace_table
 from chunkprefill import run_trace as _run_trace
+from chunkprefill.trace import article_trace_requests, max_seq_len
 
-# Notebook 02's panel's workload and config rule (chunkprefill's trace panel): P brings 3
-# output tokens and arrives at step 2, each decode 20; 1000 blocks of 16 never run out here
-# (at most 16 decodes x 2 blocks + P's 9), so nothing is ever preempted.
-DECODE_LEN, PROMPT_OUTPUT_LEN, ARRIVAL_STEP = 20, 3, 2
+# Notebook 02's panel's workload (article_trace_requests' defaults: each decode produces 20
+# tokens, P 3 and arrives at step 2) and cache: 1000 blocks of 16 never run out here (at most
+# 16 decodes x 2 blocks + P's 9), so nothing is ever preempted.
 BLOCK_SIZE, NUM_BLOCKS = 16, 1000
-CHUNKED_MAX_MODEL_LEN = 8192  # the CLI's default; it never binds on these sliders
+CHUNKED_MAX_MODEL_LEN = 8192  # the panel's and the CLI's; it never binds on these sliders
 ANNOTATE_MAX_STEPS = 40  # beyond this, numbers in cells are unreadable
 PROMPT_ID = "P"
 
 # One colour per kind of cell, as in the course's plots (tab:blue, tab:orange, greys, sand).
-COLORS = {"decode": "#1f77b4", "prefill": "#ff7f0e", "waiting": "#d1d1d1",
-          "stalled": "#f2dfa7", "left": "#ebebeb"}
+COLORS = {"decode": "#1f77b4", "prefill": "#ff7f0e", "recompute": "#d62728",
+          "waiting": "#d1d1d1", "stalled": "#f2dfa7", "left": "#ebebeb"}
 LABELS = {"prefill": "prefill (prompt tokens)", "decode": "decode (1 token)",
-          "waiting": "waiting in queue", "stalled": "running, no tokens this step",
-          "left": "budget left over"}
+          "recompute": "recompute after preemption", "waiting": "waiting in queue",
+          "stalled": "running, no tokens this step", "left": "budget left over"}
 CHUNKING_OFF_NOTE = ("With chunking off, this page sets max_model_len to the longest sequence "
                      "of the workload: raise the budget to it, or tick chunking.")
 
 
+def workload(num_decodes: int, prompt_len: int) -> list[TraceRequest]:
+    """The article's requests, as the panel builds them: ``num_decodes`` 1-token prompts
+    decoding from step 1 on, and P."""
+    return article_trace_requests(num_decodes, prompt_len)
+
+
 def scheduler_config(budget: int, num_decodes: int, prompt_len: int, threshold: int,
                      chunked: bool) -> SchedulerConfig:
-    """Notebook 02's panel's rule: ``max_num_seqs = min(128, budget)`` as in the CLI, and
-    with chunking off ``max_model_len`` is the workload's longest sequence (the smallest
-    context window that serves every request), so that vLLM's check, budget >= max_model_len,
-    refuses exactly the budgets that cannot take P whole. Raises SchedulerConfig's
-    ``ValueError`` for a combination it refuses."""
+    """The panel's config: with chunking off ``max_model_len`` is the workload's longest
+    sequence (the smallest context window that serves every request), so that vLLM's check,
+    budget >= max_model_len, refuses exactly the budgets that cannot take P whole. Raises
+    SchedulerConfig's ``ValueError`` for a combination it refuses."""
     max_model_len = (CHUNKED_MAX_MODEL_LEN if chunked
-                     else max(prompt_len + PROMPT_OUTPUT_LEN, 1 + DECODE_LEN))
-    return SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=min(128, budget),
-                           enable_chunked_prefill=chunked, long_prefill_token_threshold=threshold,
-                           max_model_len=max_model_len)
+                     else max_seq_len(workload(num_decodes, prompt_len)))
+    return SchedulerConfig.for_budget(budget, max_model_len=max_model_len, chunked=chunked,
+                                      threshold=threshold)
 
 
-def workload(num_decodes: int, prompt_len: int) -> list[TraceRequest]:
-    """The article's requests: ``num_decodes`` 1-token prompts decoding from step 1 on, and P."""
-    reqs = [TraceRequest(f"D{i + 1}", prompt_len=1, output_len=DECODE_LEN)
-            for i in range(num_decodes)]
-    return reqs + [TraceRequest(PROMPT_ID, prompt_len=prompt_len, output_len=PROMPT_OUTPUT_LEN,
-                                arrival_step=ARRIVAL_STEP)]
-
-
-def cell_kinds(steps: Sequence[TraceStep],
-               requests: Sequence[TraceRequest]) -> list[dict[str, tuple[str, int]]]:
-    """Per step, ``{request_id: (kind, tokens)}``: ``prefill`` (prompt tokens), ``decode``
-    (the fed-back sampled token), ``waiting`` (queued) or ``stalled`` (running, no tokens).
-    A token is prompt work while the request has computed fewer than its prompt's tokens."""
-    prompt_len = {r.request_id: r.prompt_len for r in requests}
-    computed: dict[str, int] = {}
+def cell_kinds(steps: Sequence[TraceStep]) -> list[dict[str, tuple[str, int]]]:
+    """Per step, ``{request_id: (kind, tokens)}``: what the scheduler says the tokens
+    computed (``prefill``, ``decode``, ``recompute``), else ``waiting`` (queued) or
+    ``stalled`` (running, given no tokens)."""
     grid = []
     for s in steps:
-        if s.preempted:  # cannot happen with NUM_BLOCKS; recompute is not drawn here
-            raise RuntimeError(f"step {s.step}: {s.preempted} preempted")
         cells = {rid: ("waiting", 0) for rid in s.waiting}
         cells |= {rid: ("stalled", 0) for rid in s.running}
-        for rid, n in s.num_scheduled_tokens.items():
-            start = computed.get(rid, 0)
-            prefill = min(n, max(0, prompt_len[rid] - start))
-            cells[rid] = ("prefill" if prefill else "decode", n)
-            computed[rid] = start + n
+        cells |= {rid: (split.kind, split.total) for rid, split in s.token_splits.items()}
         grid.append(cells)
     return grid
 
@@ -137,13 +125,13 @@ def svg(steps: Sequence[TraceStep], grid: Sequence[dict[str, tuple[str, int]]]) 
                            f'class="lt-num">{tokens}</text>')
     scale = bars_h / budget
     for k, cells in enumerate(grid):
-        parts = {"decode": 0, "prefill": 0}
+        parts = dict.fromkeys(("decode", "prefill", "recompute"), 0)
         for kind, tokens in cells.values():
             if kind in parts:
                 parts[kind] += tokens
         parts["left"] = steps[k].budget_left
         bottom = bars_top + bars_h
-        for kind in ("decode", "prefill", "left"):
+        for kind in ("decode", "prefill", "recompute", "left"):
             h = parts[kind] * scale
             if h:
                 out.append(f'<rect x="{left + k * cw + 3}" y="{bottom - h:.2f}" width="{cw - 6}" '
@@ -167,6 +155,7 @@ def svg(steps: Sequence[TraceStep], grid: Sequence[dict[str, tuple[str, int]]]) 
 def legend() -> str:
     return "".join(f'<span class="lt-key"><i style="background:{COLORS[k]}"></i>{LABELS[k]}'
                    "</span>" for k in ("prefill", "decode", "waiting", "stalled", "left"))
+    # (recompute never shows: this cache never runs out, so nothing is preempted)
 
 
 def render(budget: int, num_decodes: int, prompt_len: int, threshold: int,
@@ -180,7 +169,7 @@ def render(budget: int, num_decodes: int, prompt_len: int, threshold: int,
         steps = _run_trace(requests, config, CacheConfig(BLOCK_SIZE, NUM_BLOCKS))
     except ValueError as e:
         return {"error": str(e), "note": "" if chunked else CHUNKING_OFF_NOTE}
-    grid = cell_kinds(steps, requests)
+    grid = cell_kinds(steps)
     return {"error": None, "summary": summary(grid), "chunks": prompt_chunks(grid),
             "svg": svg(steps, grid), "legend": legend(), "table": format_trace_table(steps),
             "num_steps": len(steps)}
