@@ -102,6 +102,20 @@ def test_picture_means_what_the_panel_means(budget, decodes, prompt, threshold, 
     assert per_step == [budget] * len(steps)
 
 
+@pytest.mark.parametrize("budget,decodes,prompt,threshold,chunked",
+                         [(16, 6, 40, 0, True), (20, 6, 40, 0, True), (16, 6, 40, 4, True),
+                          (43, 6, 40, 0, False), (16, 6, 40, 0, False), (5, 16, 128, 64, True)])
+def test_page_says_what_notebook_02s_panel_says(budget, decodes, prompt, threshold, chunked):
+    """The page's summary line and error are the panel's (which cannot run in Pyodide)."""
+    panel = importlib.import_module(_package_function("trace_panel_update").__module__)
+    assert page.CHUNKED_MAX_MODEL_LEN == panel.CHUNKED_MAX_MODEL_LEN
+    table, _, error = panel.trace_panel_update(budget, decodes, prompt, threshold, chunked)
+    shown = page.render(budget, decodes, prompt, threshold, chunked)
+    assert shown["error"] == error
+    if error is None:
+        assert shown["summary"] == table.splitlines()[0]
+
+
 def test_page_imports_only_the_scheduler_side():
     """In Pyodide there is no numpy, torch or matplotlib: the page must not need them."""
     code = (f"import sys; sys.path.insert(0, {str(PAGE.parent)!r}); import trace_page; "

@@ -4,21 +4,27 @@
 from __future__ import annotations
 
 import html
+import inspect
 from typing import Any
 
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 
-# The live trace's sliders: notebook 02's panel's ranges (chunkprefill's trace panel:
-# BUDGET_RANGE, DECODES_RANGE, PROMPT_RANGE, THRESHOLD_RANGE) and its defaults, the article's
-# trace: budget 16, six decodes, a 40-token prompt, no threshold, chunking on.
-SLIDERS = (
-    ("budget", "token budget (max_num_batched_tokens)", 1, 128, 16),
-    ("decodes", "decoding requests", 0, 16, 6),
-    ("prompt", "prompt length of P", 1, 128, 40),
-    ("threshold", "long_prefill_token_threshold (0 = off)", 0, 64, 0),
-)
+
+def sliders() -> list[tuple[str, str, int, int, int]]:
+    """The live trace's sliders: notebook 02's panel's, read from the package when the site
+    is built (its ranges and its defaults, the article's trace: budget 16, six decodes, a
+    40-token prompt, no threshold)."""
+    from chunkprefill.course.panels import trace as panel
+
+    default = {k: p.default for k, p in inspect.signature(panel.trace_panel).parameters.items()}
+    return [("budget", "token budget (max_num_batched_tokens)", *panel.BUDGET_RANGE,
+             default["budget"]),
+            ("decodes", "decoding requests", *panel.DECODES_RANGE, default["num_decodes"]),
+            ("prompt", "prompt length of P", *panel.PROMPT_RANGE, default["prompt_len"]),
+            ("threshold", "long_prefill_token_threshold (0 = off)", *panel.THRESHOLD_RANGE,
+             default["threshold"])]
 
 
 class LiveTrace(Directive):
@@ -33,7 +39,7 @@ class LiveTrace(Directive):
             f'</span><input type="range" id="lt-{key}" name="{key}" min="{lo}" max="{hi}" '
             f'value="{value}" disabled><output id="lt-{key}-value" for="lt-{key}">{value}'
             "</output></label>"
-            for key, text, lo, hi, value in SLIDERS)
+            for key, text, lo, hi, value in sliders())
         markup = (
             f'<div id="live-trace" class="live-trace" data-state="loading" data-renders="0" '
             f'data-shared="{root}_shared/">'
