@@ -207,3 +207,15 @@ def test_10_chunk(yi):
     assert right(ex10.check_chunk("lower"))
     assert not_yet(ex10.check_chunk("higher"))
     assert not_yet(ex10.check_chunk(None)) and not_yet(ex10.check_chunk("much"))
+
+
+def test_tpot_vs_longest_gap_plot_has_one_dot_per_request():
+    from chunkprefill.course.plots import simulated as sim_plots
+
+    r = simulate(sharegpt_like(30, 6.0, seed=0, max_model_len=8192), CostModel.preset(),
+                 SchedulerConfig.for_budget(None, max_model_len=8192, batching="prefill_first"))
+    ax = sim_plots.plot_tpot_vs_longest_gap(r, 0.05, "prefill_first").axes[0]
+    dots = ax.get_lines()[0]
+    assert len(dots.get_xdata()) == len(r.outputs)
+    worst = max(max(o.metrics.itl, default=0.0) for o in r.outputs)
+    assert max(dots.get_ydata()) == pytest.approx(worst * 1e3)

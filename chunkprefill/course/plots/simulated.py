@@ -319,3 +319,27 @@ def plot_held_out_chunking(cost_model: CostModel, measured: Sequence[Any],
                     "(dots)"), fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     return fig
+
+
+def plot_tpot_vs_longest_gap(result: SimResult, slo_s: float, label: str = "",
+                             ax: Axes | None = None) -> Figure:
+    """One dot per request: its TPOT (``vllm bench serve``'s per-request mean gap, x) against
+    its longest gap (y), with the SLO on both axes. Dots right of the line fail ``--goodput
+    tpot``; dots above it hold a gap that P99 TBT counts. A stall lifts a dot, barely moves it
+    right."""
+    fig, ax = figure_and_axes(ax, (6.4, 3.6))
+    tpot = np.array([o.metrics.tpot or 0.0 for o in result.outputs]) * 1e3
+    worst = np.array([max(o.metrics.itl, default=0.0) for o in result.outputs]) * 1e3
+    ax.plot(tpot, worst, "o", ms=3, alpha=0.6, color=batching_color(label),
+            label=tr("one request ({label})", label=label) if label else tr("one request"))
+    ax.axvline(slo_s * 1e3, color="k", ls=":", lw=1)
+    ax.axhline(slo_s * 1e3, color="k", ls=":", lw=1, label=tr("SLO ({slo_ms:.0f} ms)",
+                                                             slo_ms=slo_s * 1e3))
+    ax.set_xlim(0, max(tpot.max(), slo_s * 1e3) * 1.1)
+    ax.set_yscale("log")
+    ax.set_xlabel(tr("TPOT: the request's mean gap (ms)"))
+    ax.set_ylabel(tr("the request's longest gap (ms)"))
+    ax.set_title(tr("SIMULATED: what --goodput tpot sees (x) and what P99 TBT sees (y)"),
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
