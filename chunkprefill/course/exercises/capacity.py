@@ -66,5 +66,5 @@ def check_chunk(answer: str | None) -> str:
               "compare it with the 0.2 s SLO (the authors measured 1,021 + 3 tokens at 217.6 "
               "ms); then run sim.capacity_search with SchedulerConfig.for_budget(1024, ...)")
     if answer not in ANSWERS:
-        return tr("Not yet ({answer!r}). Hint: {hint}", answer=answer, hint=hint)
+        return tr("Not yet ({answer}). Hint: {hint}", answer=repr(answer), hint=hint)
     return _verdict(answer, chunk_answer(), hint)

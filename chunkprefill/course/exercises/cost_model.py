@@ -20,7 +20,7 @@ def close_enough(answer: float | None, expected: float, tol: float, unit: str,
     with ``hint`` (already in the reader's language)."""
     if answer is not None and abs(answer - expected) <= tol:
         return tr("Right: {expected:.2f} {unit}.", expected=expected, unit=unit)
-    return tr("Not yet ({answer!r}). Hint: {hint}", answer=answer, hint=hint)
+    return tr("Not yet ({answer}). Hint: {hint}", answer=repr(answer), hint=hint)
 
 
 def check_decode_linear(answer_ms: float | None) -> str:
@@ -54,7 +54,7 @@ def check_load(answer: float | None) -> str:
     hint = tr("run sim.compare_batching at each load and compare "
               "'prefill_first'.p99_itl with sim.tbt_slo(cm)")
     if answer is None:  # no simulation needed to say so
-        return tr("Not yet ({answer!r}). Hint: {hint}", answer=answer, hint=hint)
+        return tr("Not yet ({answer}). Hint: {hint}", answer=repr(answer), hint=hint)
     return _verdict(answer, first_load_over_slo(), hint)
 
 
