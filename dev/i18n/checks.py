@@ -327,17 +327,12 @@ TC_FONTS = {"Noto Sans CJK TC", "Noto Sans Mono CJK TC", "Noto Serif CJK TC"}
 def english_words(text: str, terms: Terms) -> list[str]:
     """English words a zh reader would have to read: letters outside the kept terms, acronyms,
     units, single letters and code-like tokens (``Scheduler.schedule()``, ``num_tokens``)."""
-    rest = text
+    code = re.compile(r"[_.]\w|\(\)|[a-z][A-Z]|\d|=")
+    rest = " ".join(" " if code.search(c) else c for c in re.split(r"[\s/]+", text))
     for term, _ in sorted(terms.kept, key=lambda t: -len(t[0])):
         rest = re.sub(rf"(?i)(?<![A-Za-z]){re.escape(term)}(?![A-Za-z])", " ", rest)
-    words = []
-    for chunk in re.split(r"[\s/]+", rest):
-        chunk = chunk.strip("()[]{}:;,.!?\"'")
-        if re.search(r"[_.]\w|\(\)|[a-z][A-Z]|\d|=", chunk):
-            continue
-        words += [w for w in re.findall(r"[A-Za-zµ]+", chunk)
-                  if len(w) > 1 and not w.isupper() and w not in UNITS]
-    return words
+    return [w for w in re.findall(r"[A-Za-zµ]+", rest)
+            if len(w) > 1 and not w.isupper() and w not in UNITS]
 
 
 def figure_problems(edition: Any, terms: Terms, pending: list[str], rel: str) -> list[str]:
