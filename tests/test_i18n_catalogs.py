@@ -208,3 +208,11 @@ def test_same_experiment_catches_a_changed_code_cell(repo):
     zh.cells[4].source = zh.cells[4].source.replace("16", "32")
     assert checks.same_experiment(en, zh, "zh") == ["zh: code cell 1 differs from the English: "
                                                     f"{zh.cells[4].source[:60]!r}"]
+
+
+def test_untranslated_segments_render_in_english_and_are_listed(repo):
+    left: list[str] = []
+    nb = render_notebook(repo, english_notebook(repo), Article.load(repo), left)
+    assert len(left) == 11 and "Worked answer" in left
+    assert nb.cells[0].source.startswith("# Demo · the budget\n\nA long prompt arrives")
+    assert checks.complete(repo)  # and the gate fails on them

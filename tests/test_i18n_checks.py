@@ -172,3 +172,12 @@ def test_a_catalog_entry_gets_every_text_check():
     assert any("mainland term '內存'" in p for p in found)
     assert any("'Prefill' must stay" in p for p in found)
     assert any("half-width punctuation" in p for p in found)
+
+
+def test_code_reading_a_path_relative_to_notebooks_is_caught():
+    ok = _nb(_cell('path = files("chunkprefill") / "data"', ""))
+    bad = _nb(_cell('Path("../tests/data/vllm_prefix_traces.json")', ""))
+    assert checks.no_relative_paths(ok, "en") == []
+    assert checks.no_relative_paths(bad, "en") == [
+        "en: code cell 0 uses a path relative to notebooks/: "
+        "'\"../tests/data/vllm_prefix_traces.json\"'"]

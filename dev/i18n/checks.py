@@ -138,6 +138,14 @@ def same_experiment(english: Any, edition: Any, rel: str) -> list[str]:
     return problems
 
 
+def no_relative_paths(english: Any, rel: str) -> list[str]:
+    """The edition runs one folder deeper: a code cell reading ``"../x"`` would read another
+    file there (use a package helper, e.g. importlib.resources)."""
+    return [f"{rel}: code cell {i} uses a path relative to notebooks/: {m.group(0)!r}"
+            for i, c in enumerate(x for x in english.cells if x.cell_type == "code")
+            for m in re.finditer(r"""["']\.\./[^"']*["']""", c.source)]
+
+
 def same_numbers(english: Any, edition: Any, rel: str) -> list[str]:
     """The numbers of each compared (deterministic) output equal the English output's."""
     problems = []

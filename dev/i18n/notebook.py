@@ -75,12 +75,15 @@ def _sha(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 
-def lookup_for(po: polib.POFile):
+def lookup_for(po: polib.POFile, untranslated: list[str] | None = None):
+    """Segment -> translation, ``OMIT``, or None (English: fuzzy or missing, noted)."""
     entries = {e.msgid: e for e in po if not e.obsolete}
 
     def lookup(seg: Segment) -> object:
         e = entries.get(seg.text)
-        if e is None or e.fuzzy:
+        if e is None or e.fuzzy or not (e.msgstr or omitted(e)):
+            if untranslated is not None:
+                untranslated.append(seg.text)
             return None
         if omitted(e):
             return OMIT
@@ -88,11 +91,13 @@ def lookup_for(po: polib.POFile):
     return lookup
 
 
-def render_notebook(layout: Layout, english: Path, article: Article) -> Any:
-    """The edition notebook's cells and metadata (no outputs) from the English notebook."""
+def render_notebook(layout: Layout, english: Path, article: Article,
+                    untranslated: list[str] | None = None) -> Any:
+    """The edition notebook's cells and metadata (no outputs) from the English notebook;
+    segments without a finished translation stay English (listed in ``untranslated``)."""
     nb = nbformat.read(english, as_version=4)
     po_path = layout.catalog_for(english)
-    lookup = lookup_for(polib.pofile(str(po_path)))
+    lookup = lookup_for(polib.pofile(str(po_path)), untranslated)
     cells, setup_done = [], False
     for index, cell in enumerate(nb.cells):
         new = copy.deepcopy(cell)
@@ -174,7 +179,8 @@ def build(layout: Layout, run: bool = True, force: bool = False) -> list[str]:
     report = []
     for english in layout.edition_notebooks():
         target = layout.edition / english.name
-        fresh = render_notebook(layout, english, article)
+        english_left: list[str] = []
+        fresh = render_notebook(layout, english, article, english_left)
         stored = nbformat.read(target, 4) if target.exists() else None
         stale = KEY_FIELDS if stored is None or force else stale_fields(fresh, stored)
         if stale and not run:
@@ -191,5 +197,8 @@ def build(layout: Layout, run: bool = True, force: bool = False) -> list[str]:
             target.write_text(text, encoding="utf-8")
         else:
             verdict = "unchanged"
+        if english_left:
+            verdict += (f"; {len(english_left)} segments still English (make i18n, then "
+                        f"translate them in {layout.rel(layout.catalog_for(english))})")
         report.append(f"{layout.rel(target)}: {verdict}")
     return report

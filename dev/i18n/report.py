@@ -59,6 +59,7 @@ def notebook_problems(layout: Layout, edition: Path) -> list[str]:
         return [f"{rel}: not generated (no metadata.{META}): run make zh-TW"]
     terms = checks.load_terms(layout.terms)
     return (checks.fresh_render(layout, english, edition) + checks.same_experiment(en, zh, rel)
+            + checks.no_relative_paths(en, layout.rel(english))
             + checks.same_numbers(en, zh, rel)
             + checks.figure_problems(zh, terms, pending_figure_texts(layout).get(edition.name, []),
                                      rel))
