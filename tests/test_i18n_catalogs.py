@@ -10,6 +10,7 @@ import polib
 import pytest
 from i18n_fixtures import (
     PROSE,
+    ROOT,
     RUNTIME,
     edit_english,
     english_notebook,
@@ -21,6 +22,7 @@ from dev.i18n import checks
 from dev.i18n.catalog import (
     Article,
     ExtractError,
+    Layout,
     prose_template,
     runtime_template,
     tr_calls,
@@ -216,3 +218,16 @@ def test_untranslated_segments_render_in_english_and_are_listed(repo):
     assert len(left) == 11 and "Worked answer" in left
     assert nb.cells[0].source.startswith("# Demo · the budget\n\nA long prompt arrives")
     assert checks.complete(repo)  # and the gate fails on them
+
+
+@pytest.mark.parametrize("english", sorted((ROOT / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.name[:2])
+def test_every_english_notebook_segments_and_renders_back(english):
+    """Phase 2 readiness: each English markdown cell cuts into segments, and rendering each
+    segment as itself gives back the same segments (containers, tables, summaries intact)."""
+    article = Article.load(Layout(ROOT))
+    for cell in nbformat.read(english, 4).cells:
+        if cell.cell_type == "markdown":
+            segs = segments(cell.source, article.quotes)
+            again = segments(render(cell.source, segs, lambda s: s.text), article.quotes)
+            assert [(s.kind, s.text) for s in again] == [(s.kind, s.text) for s in segs]
