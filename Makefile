@@ -29,7 +29,7 @@ browser:
 
 # zh-TW figures draw with Noto Sans CJK TC (Taiwan glyph forms); installed like chromium.
 fonts:
-	@fc-list 2>/dev/null | grep -q "Noto Sans CJK TC" || { \
+	@test -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; \
 	  else echo "fonts-noto-cjk missing: run 'sudo apt-get install fonts-noto-cjk'" >&2; exit 1; fi; }
