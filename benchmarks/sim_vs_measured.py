@@ -29,14 +29,14 @@ import time
 import torch
 
 from chunkprefill import CacheConfig, ModelConfig, SchedulerConfig, ToyTransformer
-from chunkprefill.sim import ModelSpec, fit_cost_model, simulate
-from chunkprefill.toy_profile import (
+from chunkprefill.lab.calibrate_toy import (
     measure_toy,
     profile_toy,
     toy_heldout_workload,
     toy_profile_workloads,
     warm_up_toy,
 )
+from chunkprefill.sim import ModelSpec, fit_cost_model, simulate
 
 
 def main() -> None:
@@ -80,7 +80,7 @@ def main() -> None:
           f"~{len(runs[0].step_log)} steps per run, simulated {len(predicted.step_log)} steps "
           f"in {predicted.wall_s:.3f} s")
 
-    rows = [("P99 ITL", lambda r: r.p99_tbt),
+    rows = [("P99 ITL", lambda r: r.p99_itl),
             ("median TTFT", lambda r: r.median_ttft),
             ("median ITL", lambda r: r.summary["itl"]["p50"]),
             ("P99 TTFT", lambda r: r.summary["ttft"]["p99"])]

@@ -17,9 +17,9 @@ from typing import Any
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.trace import (
+    article_trace_requests,
     format_trace_table,
     run_trace,
-    seed_trace_requests,
     with_shared_prefix,
 )
 
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         cc = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks,
                          enable_prefix_caching=args.shared_prefix is not None)
-        reqs = seed_trace_requests(args.decodes, args.prompt, args.decode_len,
+        reqs = article_trace_requests(args.decodes, args.prompt, args.decode_len,
                                    args.arrival_step, args.prompt_output)
         if args.prompt_priority:
             reqs[-1] = dataclasses.replace(reqs[-1], priority=args.prompt_priority)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from chunkprefill.config import cdiv
+from chunkprefill.checks import cdiv
 
 BACKENDS = ("torch", "triton")
 
@@ -159,7 +159,7 @@ def write_kv(
     slot ``slot_mapping[t]`` (negative = padding, skipped). In place; same on every backend."""
     _check_backend(backend)
     if backend == "triton":
-        from chunkprefill.kernels import reshape_and_cache
+        from chunkprefill.kernels.kv_store import reshape_and_cache
 
         reshape_and_cache(key, value, k_cache, v_cache, slot_mapping)
         return
@@ -228,7 +228,7 @@ def paged_attention(
     head_dim). This step's K/V must already be in the cache (``write_kv`` first)."""
     _check_backend(backend)
     if backend == "triton":
-        from chunkprefill.kernels import unified_attention
+        from chunkprefill.kernels.unified_attention import unified_attention
 
         return unified_attention(
             query, k_cache, v_cache,

@@ -4,11 +4,11 @@ involved: a trace tracks the token budget, not how long a step takes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int, check_priority
+from chunkprefill.checks import check_int, check_priority
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.kv_cache import PrefixCacheStats
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler
@@ -129,14 +129,6 @@ def run_trace(
     return steps
 
 
-def run_recorded_scenario(scenario: Mapping[str, Any]) -> list[TraceStep]:
-    """Replay one scenario of ``dev/vllm_reference.py``'s JSON files through ``run_trace``,
-    to compare with the steps vLLM recorded for it. Its ``scheduler``, ``cache`` and
-    ``requests`` entries are keyed by the field names of ``SchedulerConfig``,
-    ``CacheConfig`` and ``TraceRequest``, so a knob recorded under its name needs no code
-    here."""
-    return run_trace([TraceRequest(**r) for r in scenario["requests"]],
-                     SchedulerConfig(**scenario["scheduler"]), CacheConfig(**scenario["cache"]))
 
 
 def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | None = None) -> str:
@@ -168,7 +160,7 @@ def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | 
     return "\n".join(lines)
 
 
-def seed_trace_requests(num_decodes: int = 6, prompt_len: int = 40, decode_len: int = 20,
+def article_trace_requests(num_decodes: int = 6, prompt_len: int = 40, decode_len: int = 20,
                         prompt_arrival_step: int = 2, prompt_output_len: int = 3
                         ) -> list[TraceRequest]:
     """The article's workload: ``num_decodes`` 1-token prompts that are decoding by the
@@ -210,26 +202,3 @@ def prompt_chunks(steps: Sequence[TraceStep], request_id: str, prompt_len: int) 
     return chunks
 
 
-def knob_grid(requests: Sequence[TraceRequest], request_id: str,
-              budgets: Sequence[int], thresholds: Sequence[int], max_model_len: int,
-              cache_config: CacheConfig, max_num_seqs: int = 16,
-              ) -> dict[tuple[bool, int, int], list[int] | str]:
-    """The three settings that act together on one long prompt: for every
-    ``(enable_chunked_prefill, max_num_batched_tokens, long_prefill_token_threshold)``, the
-    chunks ``request_id``'s prompt is computed in, or the config's refusal (its
-    ``ValueError`` text) where the combination could never run."""
-    prompt_len = next(r.prompt_len for r in requests if r.request_id == request_id)
-    out: dict[tuple[bool, int, int], list[int] | str] = {}
-    for chunked in (True, False):
-        for budget in budgets:
-            for threshold in thresholds:
-                try:
-                    config = SchedulerConfig(budget, max_num_seqs, enable_chunked_prefill=chunked,
-                                             long_prefill_token_threshold=threshold,
-                                             max_model_len=max_model_len)
-                except ValueError as e:
-                    out[chunked, budget, threshold] = str(e)
-                    continue
-                steps = run_trace(requests, config, cache_config)
-                out[chunked, budget, threshold] = prompt_chunks(steps, request_id, prompt_len)
-    return out

@@ -1,16 +1,18 @@
 """Scenarios for vLLM 0.33.0's scheduler knobs and ``policy="priority"`` (a dev tool).
 
-``tests/test_vs_vllm_knobs.py`` replays every scenario of ``tests/data/vllm_knobs_traces.json``
-step for step, and checks our ``SchedulerConfig`` accepts and rejects exactly the knob values
-vLLM's own ``SchedulerConfig`` accepts and rejects (``tests/data/vllm_knobs_validation.json``).
+``tests/test_vs_vllm_knobs.py`` replays every scenario of ``vllm_knobs_traces.json``
+step for step (recordings in ``chunkprefill/course/data/vllm/``), and checks our
+``SchedulerConfig`` accepts and rejects exactly the knob values
+vLLM's own ``SchedulerConfig`` accepts and rejects (``vllm_knobs_validation.json``).
 The scenarios are kept apart from ``dev/vllm_reference.py``'s list so that its fixtures never
 change; they run through the same ``VllmRunner``. From the repository root::
 
-    python3 dev/scenarios_knobs.py scenarios            # -> tests/data/vllm_knobs_scenarios.json
+    python3 dev/scenarios_knobs.py scenarios            # -> vllm_knobs_scenarios.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/vllm_reference.py traces \\
-        --scenarios tests/data/vllm_knobs_scenarios.json --out tests/data/vllm_knobs_traces.json
+        --scenarios chunkprefill/course/data/vllm/vllm_knobs_scenarios.json \\
+        --out chunkprefill/course/data/vllm/vllm_knobs_traces.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/scenarios_knobs.py validation
-                                                        # -> tests/data/vllm_knobs_validation.json
+                                                        # -> vllm_knobs_validation.json
 
 (the venv is the one ``dev/vllm_reference.py``'s docstring sets up). All outputs are
 deterministic.
@@ -35,8 +37,8 @@ from vllm_reference import (  # noqa: E402
     validate_scenario,
 )
 
-SCENARIOS_PATH = REPO / "tests" / "data" / "vllm_knobs_scenarios.json"
-VALIDATION_PATH = REPO / "tests" / "data" / "vllm_knobs_validation.json"
+SCENARIOS_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_knobs_scenarios.json"
+VALIDATION_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_knobs_validation.json"
 
 
 def _random_knob_scenario(seed: int) -> dict[str, Any]:
@@ -131,7 +133,7 @@ def build_scenarios() -> list[dict[str, Any]]:
           [r("A", 100, 2), r("B", 90, 2)],
           budget=64, max_num_seqs=8, max_model_len=256,
           long_prefill_token_threshold_adaptive=True),
-        s("adaptive_seed_trace", "the seed trace with threshold 2, adaptive: 16 // 7 = 2, "
+        s("adaptive_article_trace", "the seed trace with threshold 2, adaptive: 16 // 7 = 2, "
           "then 16 // 7 again",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024, threshold=2,
           long_prefill_token_threshold_adaptive=True),
@@ -140,7 +142,7 @@ def build_scenarios() -> list[dict[str, Any]]:
           budget=32, max_num_seqs=1, max_model_len=128, threshold=4,
           long_prefill_token_threshold_adaptive=True),
         # --- prefill_schedule_interval ----------------------------------------------------
-        s("interval2_seed_trace", "interval 2: P's chunks run every other step while the "
+        s("interval2_article_trace", "interval 2: P's chunks run every other step while the "
           "decodes run every step",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024,
           prefill_schedule_interval=2),

@@ -1,13 +1,14 @@
 """Prefix-caching scenarios for ``dev/vllm_reference.py`` (a dev tool, not a dependency).
 
-``tests/test_vs_vllm_prefix.py`` replays every scenario of ``tests/data/vllm_prefix_traces.json``
-through our ``run_trace`` with ``CacheConfig(enable_prefix_caching=True)`` and compares, step by
+``tests/test_vs_vllm_prefix.py`` replays every scenario of ``vllm_prefix_traces.json``
+(in ``chunkprefill/course/data/vllm/``) through our ``run_trace`` with
+``CacheConfig(enable_prefix_caching=True)`` and compares, step by
 step, the schedule, preemptions, finishes, free blocks, the tokens each admitted request found in
 the cache and vLLM's prefix-cache stats inputs. From the repository root::
 
-    python3 dev/scenarios_prefix.py scenarios      # -> tests/data/vllm_prefix_scenarios.json
+    python3 dev/scenarios_prefix.py scenarios      # -> vllm_prefix_scenarios.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/scenarios_prefix.py traces
-                                                   # -> tests/data/vllm_prefix_traces.json
+                                                   # -> vllm_prefix_traces.json
 
 (the venv as ``dev/vllm_reference.py``'s docstring sets it up). Every request carries explicit
 prompt token ids in [10, 250): never 1 (our fake model's sampled token) nor 7 (vLLM's run's), so
@@ -23,8 +24,8 @@ from typing import Any
 
 from vllm_reference import REPO, _req, _scenario, write_scenarios, write_traces
 
-SCENARIOS_PATH = REPO / "tests" / "data" / "vllm_prefix_scenarios.json"
-TRACES_PATH = REPO / "tests" / "data" / "vllm_prefix_traces.json"
+SCENARIOS_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_prefix_scenarios.json"
+TRACES_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_prefix_traces.json"
 
 
 def toks(start: int, n: int) -> list[int]:
@@ -33,7 +34,7 @@ def toks(start: int, n: int) -> list[int]:
 
 
 def req(rid: str, ids: list[int], output_len: int, arrival_step: int = 0) -> dict[str, Any]:
-    return _req(rid, len(ids), output_len, arrival_step, ids)
+    return _req(rid, len(ids), output_len, arrival_step, prompt_token_ids=ids)
 
 
 def _random_prefix_scenario(seed: int) -> dict[str, Any]:
@@ -152,7 +153,7 @@ def build_scenarios() -> list[dict[str, Any]]:
            req("C", toks(200, 6), 3, 4)],
           budget=64, max_num_seqs=4, max_model_len=64, block_size=8, chunked=False,
           threshold=8),
-        s("seed_trace_shared_prefix", "the seed's trace where P shares 32 tokens with S, "
+        s("article_trace_shared_prefix", "the seed's trace where P shares 32 tokens with S, "
           "which arrived with the decodes",
           [req(f"D{i}", toks(20 * i, 1), 20, 0) for i in range(1, 7)]
           + [req("S", sys32, 1, 0), req("P", sys32 + toks(150, 8), 3, 2)],

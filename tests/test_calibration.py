@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chunkprefill import SchedulerConfig
 from chunkprefill.data import sarathi_serve_batches, sharegpt_lengths
 from chunkprefill.sim import (
     CostModel,
@@ -18,7 +19,6 @@ from chunkprefill.sim import (
     fit_efficiencies,
     named_calibration,
     prefill_chunk_times,
-    scheduler_config_for,
     simulate,
 )
 from chunkprefill.sim.calibration import sarathi_serve_steps
@@ -169,7 +169,7 @@ def test_prefill_chunk_times_cut_as_the_scheduler_cuts():
     chunks = prefill_chunk_times(cm, 1000, 300)
     assert [(q, c) for q, c, _ in chunks] == [(300, 0), (300, 300), (300, 600), (100, 900)]
     res = simulate([WorkloadRequest("p", 0.0, 1000, 1)], cm,
-                   scheduler_config_for("chunked", 300, 4096))
+                   SchedulerConfig.for_budget(300, max_model_len=4096))
     assert [s.num_scheduled_tokens for s in res.step_log] == [{"p": q} for q, _, _ in chunks]
     assert [s.duration_s for s in res.step_log] == pytest.approx([t for *_, t in chunks])
     whole = prefill_chunk_times(cm, 1000, 1000)

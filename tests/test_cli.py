@@ -58,7 +58,7 @@ def test_bad_knob_flags_name_the_flag():
 
 def test_knob_flags_change_the_schedule():
     decodes = {f"D{i}": 1 for i in range(1, 7)}
-    # vLLM 0.33.0's recorded interval2_seed_trace: P's chunks every other step
+    # vLLM 0.33.0's recorded interval2_article_trace: P's chunks every other step
     steps = json.loads(cli("trace", "--json", "--steps", "6",
                            "--prefill-schedule-interval", "2").stdout)
     assert steps[2:6] == [{**decodes, "P": 10}, decodes, {**decodes, "P": 10}, decodes]

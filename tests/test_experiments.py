@@ -9,23 +9,21 @@ import pytest
 import torch
 
 from chunkprefill import ModelConfig, SchedulerConfig, ToyTransformer
-from chunkprefill.experiments import (
-    BudgetPoint,
-    MixedWorkload,
+from chunkprefill.lab.serving import BudgetPoint, MixedWorkload, run_mixed
+from chunkprefill.lab.stall import (
     StallWorkload,
-    chunking_overhead,
     compare_stall,
-    fit_step_time,
-    mixed_scheduler_config,
     prefill_chunks,
-    run_mixed,
     run_stall,
-    stall_config,
-    step_time_vs_tokens,
-    time_prefill_step,
     tradeoff_sweep,
 )
-from chunkprefill.stats import Estimate
+from chunkprefill.lab.stats import Estimate
+from chunkprefill.lab.step_cost import (
+    chunking_overhead,
+    fit_step_time,
+    step_time_vs_tokens,
+    time_prefill_step,
+)
 
 SMALL = dict(num_decodes=4, decode_prompt_len=6, decode_output_len=5, num_long=2,
              long_prompt_len=40, vocab_size=512, rate=500.0)
@@ -85,13 +83,13 @@ def test_mixed_workload_rejects_bad_values(bad):
 
 def test_mixed_scheduler_config():
     wl = MixedWorkload(**SMALL)
-    on = mixed_scheduler_config(wl, 32, threshold=8)
+    on = wl.scheduler_config(32, threshold=8)
     assert (on.max_num_batched_tokens, on.max_num_seqs, on.max_model_len) == (32, 32, 2048)
     assert on.long_prefill_token_threshold == 8 and on.enable_chunked_prefill
-    off = mixed_scheduler_config(wl, 64, chunked=False)
+    off = wl.scheduler_config(64, chunked=False)
     assert off.max_model_len == wl.max_seq_len and not off.enable_chunked_prefill
     with pytest.raises(ValueError, match="enable_chunked_prefill"):
-        mixed_scheduler_config(wl, 16, chunked=False)  # a 40-token prompt cannot fit
+        wl.scheduler_config(16, chunked=False)  # a 40-token prompt cannot fit
 
 
 # ----------------------------------------------------------------------------- runs
@@ -99,7 +97,7 @@ def test_mixed_scheduler_config():
 
 def test_run_mixed_accounts_for_every_token(tiny):
     wl = MixedWorkload(**SMALL)
-    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 16))
+    r = run_mixed(tiny, wl, wl.scheduler_config(16))
     reqs = {rid: (t, p, o) for rid, t, p, o in wl.requests()}
     assert [o.request_id for o in r.outputs] == list(reqs)
     for o in r.outputs:
@@ -118,7 +116,7 @@ def test_run_mixed_accounts_for_every_token(tiny):
 
 def test_run_mixed_without_chunking_runs_each_long_prompt_in_one_step(tiny):
     wl = MixedWorkload(**SMALL)
-    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 64, chunked=False))
+    r = run_mixed(tiny, wl, wl.scheduler_config(64, chunked=False))
     assert r.point().budget is None and r.label.startswith("no chunking")
     for rid in r.long_ids:
         chunks = [s.num_scheduled_tokens[rid] for s in r.step_log
@@ -128,7 +126,7 @@ def test_run_mixed_without_chunking_runs_each_long_prompt_in_one_step(tiny):
 
 def test_run_mixed_threshold_caps_each_long_prompt(tiny):
     wl = MixedWorkload(**{**SMALL, "long_burst": True, "rate": 1e4})
-    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 64, threshold=8))
+    r = run_mixed(tiny, wl, wl.scheduler_config(64, threshold=8))
     for s in r.step_log:
         if len(s.num_scheduled_tokens) > 1:
             assert max(s.num_scheduled_tokens.values()) <= 8
@@ -174,8 +172,8 @@ def test_tradeoff_sweep_changes_only_the_budget(tiny):
     # Hand-derived: 2 decodes leave budget - 2 tokens per step for the 36-token prompt.
     assert [p.num_chunks for p in pts] == [6, 3]
     for p in pts:
-        assert len(p.runs) == 2 and p.long_ttft.n == p.p99_itl.n == 2
-        assert p.long_ttft.median == pytest.approx(np.median([r.long_ttft_median
+        assert len(p.runs) == 2 and p.long_ttft_ci.n == p.p99_itl_ci.n == 2
+        assert p.long_ttft_ci.median == pytest.approx(np.median([r.long_ttft_median
                                                               for r in p.runs]))
         chunks = prefill_chunks(p.runs[0].step_log, "long0", 36)
         assert sum(chunks) == 36 and max(chunks) == p.budget - 2
@@ -185,7 +183,8 @@ def test_tradeoff_sweep_changes_only_the_budget(tiny):
 
 
 def test_compare_stall_pairs_ratios_by_repeat(tiny):
-    configs = {"off": stall_config(None, 64), "on": stall_config(8, 64)}
+    configs = {"off": SchedulerConfig.for_budget(None, max_model_len=64, chunked=False),
+               "on": SchedulerConfig.for_budget(8, max_model_len=64)}
     cmp = compare_stall(tiny, TRADE, configs, repeats=3)
     assert {k: len(v) for k, v in cmp.runs.items()} == {"off": 3, "on": 3}
     ratios = [a.p99_itl / b.p99_itl for a, b in zip(cmp.runs["off"], cmp.runs["on"])]
@@ -214,7 +213,7 @@ def test_fit_step_time_recovers_a_line_over_the_whole_range():
 def test_stall_workload_as_a_trace_schedules_like_the_engine(tiny):
     from chunkprefill import run_trace
 
-    sc = stall_config(12, 64)
+    sc = SchedulerConfig.for_budget(12, max_model_len=64)
     r = run_stall(tiny, TRADE, sc)
     steps = run_trace(TRADE.trace_requests(), sc, TRADE.cache_config())
     assert [s.num_scheduled_tokens for s in steps] == [s.num_scheduled_tokens

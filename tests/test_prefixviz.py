@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
+from chunkprefill.course.panels.prefix import prefix_panel_update
+from chunkprefill.course.plots.prefix import plot_hash_chain, plot_hit_staircase, prompt_blocks
+from chunkprefill.course.scenarios import shared_prompt_run
 from chunkprefill.kv_cache import block_hashes_of
-from chunkprefill.prefixviz import (
-    plot_hash_chain,
-    plot_hit_staircase,
-    prefix_panel_update,
-    prompt_blocks,
-    shared_prompt_run,
-)
 
 
 @pytest.mark.parametrize("prefix_len, block_size, budget, cached, chunks, ttft", [

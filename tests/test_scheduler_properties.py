@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
-from chunkprefill.kv_cache import cdiv
+from chunkprefill.checks import cdiv
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int, check_positive
+from chunkprefill.checks import check_int, check_positive
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.sim.cost_model import CostModel
-from chunkprefill.sim.executor import SimResult, scheduler_config_for, simulate
+from chunkprefill.sim.simulate import SimResult, simulate
 from chunkprefill.workload import WorkloadRequest
 
 STRICT_SLO_FACTOR = 5.0  # Sarathi-Serve: strict P99 TBT SLO = 5x a decode-only iteration
@@ -70,7 +72,7 @@ def budget_from_profiling(cost_model: CostModel, slo_s: float, num_decodes: int 
 @dataclass
 class CapacityResult:
     """Highest QPS meeting both SLOs, and every trial of the search:
-    (qps, p99_tbt_s, median_scheduling_delay_s, meets)."""
+    (qps, p99_itl_s, median_scheduling_delay_s, meets)."""
 
     qps: float
     slo_s: float
@@ -97,9 +99,9 @@ def capacity_search(cost_model: CostModel, scheduler_config: SchedulerConfig,
 
     def meets(qps: float) -> bool:
         r = simulate(workload_at(qps), cost_model, scheduler_config, cache_config)
-        ok = (r.p99_tbt <= slo_s
+        ok = (r.p99_itl <= slo_s
               and r.median_scheduling_delay <= max_median_scheduling_delay_s)
-        res.trials.append((qps, r.p99_tbt, r.median_scheduling_delay, ok))
+        res.trials.append((qps, r.p99_itl, r.median_scheduling_delay, ok))
         return ok
 
     if not meets(qps_lo):
@@ -145,29 +147,32 @@ def chunking_overhead(cost_model: CostModel, prompt_len: int,
 
 
 def sweep_budgets(cost_model: CostModel, budgets: Sequence[int],
-                  workload: Sequence[WorkloadRequest], max_num_seqs: int = 128,
-                  ) -> list[dict[str, float]]:
-    """Simulate ``workload`` once per token budget (chunked) and once prefill-first.
-    Rows: policy, budget, p99_tbt_s, median_ttft_s, median_scheduling_delay_s."""
+                  workload: Sequence[WorkloadRequest], max_num_seqs: int | None = None,
+                  ) -> list[dict[str, Any]]:
+    """Simulate ``workload`` once per token budget (``batching="mixed"``) and once
+    prefill-first (its budget: the whole window). Rows: batching, budget, p99_itl_s,
+    median_ttft_s, median_scheduling_delay_s."""
     rows = []
     mml = cost_model.model.max_model_len
-    runs = [("chunked", b) for b in budgets] + [("prefill_first", mml)]
-    for policy, b in runs:
-        r = simulate(workload, cost_model, scheduler_config_for(policy, b, mml, max_num_seqs))
-        rows.append({"policy": policy, "budget": b, "p99_tbt_s": r.p99_tbt,
-                     "median_ttft_s": r.median_ttft,
+    runs = [("mixed", b) for b in budgets] + [("prefill_first", None)]
+    for batching, b in runs:
+        sc = SchedulerConfig.for_budget(b, max_model_len=mml, batching=batching,
+                                        max_num_seqs=max_num_seqs)
+        r = simulate(workload, cost_model, sc)
+        rows.append({"batching": batching, "budget": sc.max_num_batched_tokens,
+                     "p99_itl_s": r.p99_itl, "median_ttft_s": r.median_ttft,
                      "median_scheduling_delay_s": r.median_scheduling_delay})
     return rows
 
 
-def compare_policies(workload: Sequence[WorkloadRequest], cost_model: CostModel,
+def compare_batching(workload: Sequence[WorkloadRequest], cost_model: CostModel,
                      budget: int) -> dict[str, SimResult]:
-    """``workload`` simulated with chunked prefill at ``budget`` and with prefill-first,
-    keyed by a label for each (the slider view of notebook 08)."""
+    """``workload`` simulated with ``batching="mixed"`` (chunked prefill) at ``budget``
+    and prefill-first, keyed ``"mixed (budget N)"`` and ``"prefill_first"``."""
     mml = cost_model.model.max_model_len
     return {
-        f"chunked (budget {budget})": simulate(workload, cost_model,
-                                               scheduler_config_for("chunked", budget, mml)),
-        "prefill-first": simulate(workload, cost_model,
-                                  scheduler_config_for("prefill_first", budget, mml)),
+        f"mixed (budget {budget})": simulate(workload, cost_model, SchedulerConfig.for_budget(
+            budget, max_model_len=mml)),
+        "prefill_first": simulate(workload, cost_model, SchedulerConfig.for_budget(
+            None, max_model_len=mml, batching="prefill_first")),
     }

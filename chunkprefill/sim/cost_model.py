@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from chunkprefill.config import CacheConfig, cdiv, check_float, check_int, check_positive
+from chunkprefill.checks import cdiv, check_float, check_int, check_positive
+from chunkprefill.config import CacheConfig
 from chunkprefill.scheduler import SchedulerOutput
 from chunkprefill.sim.presets import GB, HardwareSpec, ModelSpec
 
