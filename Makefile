@@ -14,7 +14,7 @@ NBVAL := -m pytest --nbval --nbval-cell-timeout=300 -p no:cacheprovider
 export PYTHONHASHSEED := 0
 
 SITE_REPO_URL ?=
-.PHONY: lab test setup browser wheel site npm
+.PHONY: lab test setup browser wheel site npm fonts i18n-tools i18n zh-TW lab-zh-TW
 
 setup: $(STAMP)
 
@@ -59,9 +59,33 @@ npm:
 site: $(STAMP) npm
 	$(PY) site/build.py --repo-url '$(SITE_REPO_URL)'
 
-test: $(STAMP) browser wheel site
+# zh-TW figures draw with Noto Sans CJK TC (Taiwan glyph forms); installed like chromium.
+fonts:
+	@test -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; \
+	  else echo "fonts-noto-cjk missing: run 'sudo apt-get install fonts-noto-cjk'" >&2; exit 1; fi; }
+
+# GNU gettext's msgmerge merges the catalogs (fuzzy + previous msgid, exactly as gettext does).
+i18n-tools:
+	@command -v msgmerge >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gettext; \
+	  else echo "gettext missing: run 'sudo apt-get install gettext'" >&2; exit 1; fi; }
+
+# The zh-TW edition (i18n/README.md): extract + merge the catalogs, then render + execute.
+i18n: $(STAMP) i18n-tools
+	$(PY) -m dev.i18n update
+
+zh-TW: $(STAMP) fonts
+	$(PY) -m dev.i18n build
+
+lab-zh-TW: $(STAMP) fonts
+	$(VENV)/bin/jupyter lab notebooks/zh-TW/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+test: $(STAMP) browser fonts i18n-tools wheel site
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests -m "not notebook_shape"  # TEMPORARY while issue 18 reshapes the notebooks
 	nb=$$(mktemp -d) && cp -r notebooks/. $$nb/ && cd $$nb && \
 	  $(abspath $(WPY)) -c "import chunkprefill, sys; assert '$(CURDIR)' not in chunkprefill.__file__, chunkprefill.__file__" && \
-	  $(abspath $(WPY)) $(NBVAL) .
+	  CHUNKPREFILL_I18N_STRICT=1 $(abspath $(WPY)) $(NBVAL) .
