@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from chunkprefill.config import SchedulerConfig
 from chunkprefill.course.panels.common import figure_png
 from chunkprefill.course.plots.measured import plot_chunk_dashboard
+from chunkprefill.i18n import tr
 from chunkprefill.lab.progress import Progress
 from chunkprefill.lab.serving import (
     BudgetPoint,
@@ -287,7 +288,8 @@ def dashboard_summary(data: ChunkDashboardData, key: DashboardKey, result: Mixed
         f"{'chunked prefill' if key.chunked else 'chunking OFF'}, budget {key.budget}, "
         f"long_prefill_token_threshold {key.threshold}",
         f"{wl.num_decodes} short requests + {wl.num_long} long prompts of "
-        f"{wl.long_prompt_len} tokens,", f"Poisson arrivals at {wl.rate:g} req/s",
+        f"{wl.long_prompt_len} tokens,",
+        tr("Poisson arrivals at {rate:g} req/s on the nominal clock", rate=wl.rate),
         f"{key.device} [{timing_label(key.device)}]", "",
         f"ITL   P50 {np.percentile(itl, 50) * ms:7.1f} ms   P99 {np.percentile(itl, 99) * ms:7.1f}"
         f" ms   max {itl.max() * ms:7.1f} ms",
