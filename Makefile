@@ -1,4 +1,5 @@
 # The README's two commands. Both create .venv if missing and install into it.
+# (A third, `make site`, builds the course website; `make test` builds and checks it too.)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -12,7 +13,8 @@ CHROMIUM ?= /usr/bin/chromium
 NBVAL := -m pytest --nbval --nbval-cell-timeout=300 -p no:cacheprovider
 export PYTHONHASHSEED := 0
 
-.PHONY: lab test setup browser wheel
+SITE_REPO_URL ?=
+.PHONY: lab test setup browser wheel site npm
 
 setup: $(STAMP)
 
@@ -20,7 +22,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install -e '.[dev,site]'
 	touch $(STAMP)
 
 # Containers run as root, and JupyterLab refuses root without --allow-root: pass it only then.
@@ -45,7 +47,19 @@ wheel: $(STAMP)
 	$(WPY) -m pip install --quiet "$$(ls $(WHEEL_DIR)/chunkprefill-*.whl)[dev]"
 	$(WPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/chunkprefill-*.whl
 
-test: $(STAMP) browser wheel
+# The site's pages load scripts and fonts vendored from npm packages (site/vendor.toml).
+npm:
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; \
+	  else echo "npm missing: run 'sudo apt-get install npm'" >&2; exit 1; fi; }
+
+# The course website into build/site/, offline, from the notebooks as stored (nothing is
+# executed). SITE_REPO_URL=https://... points the source links at that repository.
+site: $(STAMP) npm
+	$(PY) site/build.py --repo-url '$(SITE_REPO_URL)'
+
+test: $(STAMP) browser wheel site
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests -m "not notebook_shape"  # TEMPORARY while issue 18 reshapes the notebooks
 	nb=$$(mktemp -d) && cp -r notebooks/. $$nb/ && cd $$nb && \

@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    default="mixed",
                    help="mixed: vLLM V1 (prompt chunks beside decodes, default); "
                    "prefill_or_decode: SGLang's default (a step is prefill or decode); "
-                   "prefill_first: whole prompts first (vLLM V0, nano-vllm)")
+                   "prefill_first: whole prompts first (vLLM V0 with chunking off)")
     t.add_argument("--long-prefill-token-threshold-adaptive",
                    action=argparse.BooleanOptionalAction, default=False,
                    help="floor --threshold at budget // (running + waiting) (default off)")

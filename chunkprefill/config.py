@@ -43,14 +43,14 @@ class SchedulerConfig:
     (``get_next_batch_to_run`` in ``python/sglang/srt/managers/scheduler.py`` runs the
     prefill batch "first if possible", decodes otherwise) and mini-sglang
     (``_schedule_next_batch`` in ``python/minisgl/scheduler/scheduler.py``: the prefill
-    manager's batch, else the decode manager's). SGLang keeps at most one partly
-    prefilled request; here every running prompt's chunk is served, in admission order.
-    nano-vllm since April 2026 (PR #204) is close to this style too: its
-    ``Scheduler.schedule`` cuts only the first waiting prompt of a step and runs no decodes
-    in a step that prefilled anything.
+    manager's batch, else the decode manager's) and nano-vllm since April 2026
+    (``Scheduler.schedule`` in ``nanovllm/engine/scheduler.py`` cuts the step's first
+    waiting prompt to the budget left and returns a prefill batch if it scheduled any).
+    SGLang and nano-vllm keep at most one partly prefilled request; here every running
+    prompt's chunk is served, in admission order.
     ``"prefill_first"``: whole new prompts first; decodes only in steps that admitted none:
-    vLLM V0's scheduler with chunking off (the "vLLM" baseline policy of Sarathi-Serve's
-    artifact). Its budget must hold a whole prompt and it takes no threshold.
+    vLLM V0's scheduler with chunking off. Its budget must hold a whole prompt and it takes
+    no threshold.
     """
 
     max_num_batched_tokens: int = 2048

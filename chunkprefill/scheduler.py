@@ -105,7 +105,7 @@ class Scheduler:
 
     def _schedule_prefill_first(self, step: StepDraft, threshold: int) -> None:
         """Whole new prompts first; decodes only in steps that admitted none, so every
-        decode stalls while a prompt is prefilled (vLLM's early scheduler, nano-vllm)."""
+        decode stalls while a prompt is prefilled (vLLM's early scheduler with chunking off)."""
         self._schedule_waiting(step, threshold, whole_only=True)
         if not step.num_scheduled:
             self._schedule_running(step, threshold, "all")

@@ -90,6 +90,8 @@ def run_trace(
     cache_config: CacheConfig,
     max_steps: int = 100_000,
     scheduler_cls: type[Scheduler] = Scheduler,
+    *,
+    stop_after: int | None = None,
 ) -> list[TraceStep]:
     """Step k is the k-th ``schedule()`` call; requests with ``arrival_step == k`` are
     added in list order just before it, with ``arrival_time = k`` (what orders equal
@@ -97,7 +99,10 @@ def run_trace(
     scheduled request with nothing left owed samples one token; a request finishes after
     ``output_len`` tokens (or at ``max_model_len``). Runs until every request has finished.
     ``scheduler_cls``: a ``Scheduler`` subclass to run instead (an exercise plants a bug
-    in one to be found with a trace)."""
+    in one to be found with a trace). ``stop_after``: return the first ``stop_after``
+    steps, finished or not (a livelock never finishes; its start is the evidence)."""
+    if stop_after is not None:
+        check_int("stop_after", stop_after, 1)
     ids = [r.request_id for r in requests]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -116,6 +121,8 @@ def run_trace(
     steps: list[TraceStep] = []
     k = 0
     while pending or sched.has_unfinished_requests():
+        if k == stop_after:
+            break
         if k >= max_steps:
             raise RuntimeError(f"trace did not finish within max_steps={max_steps}")
         while pending and pending[0].arrival_step == k:

@@ -75,6 +75,9 @@ def _random_knob_scenario(seed: int) -> dict[str, Any]:
 def build_scenarios() -> list[dict[str, Any]]:
     s, r = _scenario, _req
     prio = {"policy": "priority"}
+    tie_reqs = [r("A", 8, 16, 0), r("B", 8, 16, 0)]
+    tie_config = {"budget": 32, "max_num_seqs": 4, "max_model_len": 64, "block_size": 4,
+                  "num_blocks": 8, "threshold": 4}
     out = [
         # --- policy="priority" -------------------------------------------------------------
         s("prio_waiting_order", "waiting served by (priority, arrival): lower priority value "
@@ -109,6 +112,22 @@ def build_scenarios() -> list[dict[str, Any]]:
           "arrival) victims: the first in running order is preempted",
           [r("A", 6, 16, 0, -1), r("B", 6, 16, 0, 4), r("C", 6, 16, 0, 4), r("D", 3, 3, 3, -5)],
           budget=24, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=10, **prio),
+        # Two requests tied on (priority, arrival), recomputing in chunks (threshold 4),
+        # admitted on their first chunk (scheduler_reserve_full_isl off): each one's
+        # recompute runs the cache out and preempts the other, the first of equals in
+        # running order, before it samples again. vLLM never finishes it: "max_steps"
+        # records its first 60 steps. The same workload under fcfs, or with the default
+        # full-sequence gate, finishes.
+        {**s("prio_ties_evict_each_other", "equal (priority, arrival), recompute chunked by "
+             "the threshold, scheduler_reserve_full_isl off: the two preempt each other for "
+             "ever (a livelock; 60 steps recorded)", tie_reqs, **tie_config,
+             scheduler_reserve_full_isl=False, **prio), "max_steps": 60},
+        s("prio_ties_full_isl_finishes", "the livelock's workload with the default "
+          "full-sequence gate: the victim waits until its whole sequence fits, and both finish",
+          tie_reqs, **tie_config, **prio),
+        s("prio_ties_fcfs_finishes", "the livelock's workload (gate off) under fcfs: the victim "
+          "is the newest, and both finish",
+          tie_reqs, **tie_config, scheduler_reserve_full_isl=False),
         s("prio_chunked_long_prompts", "priority with chunked prompts and a threshold",
           [r("A", 50, 3, 0, 2), r("B", 40, 3, 0, 0), r("C", 30, 4, 1, 1), r("D", 5, 6, 2, 0)],
           budget=24, max_num_seqs=2, max_model_len=128, threshold=8, **prio),
@@ -232,6 +251,10 @@ def build_scenarios() -> list[dict[str, Any]]:
           [r("A", 30, 8, 0), r("B", 30, 8, 0), r("C", 30, 8, 1), r("D", 30, 8, 1)],
           budget=16, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16,
           scheduler_reserve_full_isl=False),
+        s("full_isl_no_thrash", "no_full_isl_thrash's workload with the default gate: a "
+          "preempted request waits until its whole sequence fits (3 preemptions, not 9)",
+          [r("A", 30, 8, 0), r("B", 30, 8, 0), r("C", 30, 8, 1), r("D", 30, 8, 1)],
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16),
         s("no_full_isl_resumed", "a resumed request re-admitted on its first chunk only",
           [r("A", 6, 30, 0), r("B", 6, 30, 0), r("C", 6, 5, 4)],
           budget=8, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=12,

@@ -66,7 +66,10 @@ carry a ``priority``.
 Each recorded step holds ``num_scheduled_tokens`` (``[[request_id, n], ...]`` in vLLM's dict
 order), ``preempted`` (ids preempted inside that ``schedule()`` call, in order), ``finished`` (ids
 that finished in that step's ``update_from_output``, in order) and, for diagnosis only,
-``kv_free`` (free usable blocks after the step).
+``kv_free`` (free usable blocks after the step). A scenario that never finishes (a livelock,
+e.g. ``prio_ties_evict_each_other`` in ``dev/scenarios_knobs.py``) carries ``"max_steps"``: its
+first ``max_steps`` steps are recorded and the run stops there (``run_trace(stop_after=)``
+replays them); a scenario with ``max_steps`` that finishes is an error.
 """
 
 from __future__ import annotations
@@ -617,7 +620,10 @@ class VllmRunner:
         steps: list[dict[str, Any]] = []
         token = 100  # distinct prompt token ids (irrelevant without prefix caching)
 
-        for k in range(MAX_STEPS):
+        # A scenario that never finishes (a livelock) carries "max_steps": its first
+        # max_steps steps are recorded, and the run ends there instead of failing.
+        stop_after = sc.get("max_steps")
+        for k in range(stop_after or MAX_STEPS):
             for r in by_step.get(k, []):
                 prompt = r.get("prompt_token_ids") or [
                     (token + i) % 250 + 1 for i in range(r["prompt_len"])]
@@ -686,7 +692,11 @@ class VllmRunner:
                     raise RuntimeError("vLLM still holds unfinished requests")
                 if steps[-1]["kv_free"] != sc["cache"]["num_blocks"]:
                     raise RuntimeError("blocks leaked at the end of the run")
+                if stop_after:
+                    raise RuntimeError(f"{sc['name']}: finished, so it needs no max_steps")
                 return steps
+        if stop_after:
+            return steps
         raise RuntimeError(f"{sc['name']}: not finished after {MAX_STEPS} steps")
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from chunkprefill import SchedulerConfig
-from chunkprefill.data import sarathi_serve_batches, sharegpt_lengths
+from chunkprefill.data import TABLE2_FOLDER, sarathi_serve_batches, sharegpt_lengths
 from chunkprefill.sim import (
     CostModel,
     HardwareSpec,
@@ -194,7 +194,7 @@ def test_shipped_batches_and_units():
     # Units: figure 2 is in seconds, table 2 in milliseconds. Both measured a prefill-only
     # batch of 1024 tokens: converted, they agree within 2% (214.3 vs 217.2 ms).
     fig = next(m for m in batches if m.source == "figure 2" and m.num_prefill_tokens == 1024)
-    tab = next(m for m in batches if m.source == "table 2" and m.num_prefill_tokens == 1024)
+    tab = next(m for m in batches if m.source == TABLE2_FOLDER and m.num_prefill_tokens == 1024)
     assert fig.seconds == pytest.approx(tab.seconds, rel=0.02)
     assert 0.2 < tab.seconds < 0.25 and tab.linear_s < tab.seconds
 

@@ -12,6 +12,9 @@ from chunkprefill.course.exercises import (
     kernel as nb05,
 )
 from chunkprefill.course.exercises import (
+    knobs,
+)
+from chunkprefill.course.exercises import (
     paged_kv as nb04,
 )
 from chunkprefill.course.exercises import (
@@ -40,6 +43,10 @@ CASES = [
     (nb04.check_new_blocks, [2, 2, 2, 1, 2, 2, 1], [2] * 7),
     # 7 + 14 + ... + 42 + 45 = 147 + 45 = 192; one chunk reads 45
     (nb04.check_kv_read, (192, 45), (45, 45)),
+    # watermark int(0.2 * 10) = 2 blocks: B's 40 tokens need 5 blocks + 2 free, but A (16
+    # tokens, 2 blocks, then 3 from step 1) leaves 9 - 3 = 6 free; A grows to a 4th block at
+    # step 9 and a 5th at 17, so B waits until A finishes (its 20th token at step 19)
+    (knobs.check_watermark, 20, 1),
     (nb05.check_query_start_loc, [0, 1, 2, 3, 12], [1, 1, 1, 9]),
     # 4+1, 7+1, 15+1, 16+9
     (nb05.check_seq_lens, [5, 8, 16, 25], [1, 1, 1, 9]),
@@ -84,7 +91,7 @@ def test_05_timing_checks_structure():
     assert check({"reference": [-1.0] * 5, "torch": [1e-3] * 5}).startswith("Not yet")
 
 
-def test_03_interval_is_vllms_recorded_schedule():
+def test_04_interval_is_vllms_recorded_schedule():
     # The independent reference: vLLM 0.33.0's own recording of this workload
     # (vllm_knobs_traces.json, interval2_article_trace): P's chunks of 10 land on every other
     # step, 2, 4, 6, 8.
@@ -97,6 +104,15 @@ def test_03_interval_is_vllms_recorded_schedule():
     recorded = [k for k, st in enumerate(sc["steps"])
                 if dict(st["num_scheduled_tokens"]).get("P", 0) > 1]
     assert recorded == [2, 4, 6, 8]
-    assert nb03.check_interval(recorded).startswith("Right")
-    assert nb03.check_interval([2, 3, 4, 5]).startswith("Not yet")
-    assert nb03.check_interval(None).startswith("Not yet")
+    assert knobs.check_interval(recorded).startswith("Right")
+    assert knobs.check_interval([2, 3, 4, 5]).startswith("Not yet")
+    assert knobs.check_interval(None).startswith("Not yet")
+
+
+def test_04_watermark_answer_is_vllms_and_ours():
+    # The checker reads vLLM's recording; our replay of the scenario admits B at that step too.
+    vllm, ours = vllm_and_ours(knobs.WATERMARK_SCENARIO, knobs.KNOB_TRACES)
+    assert vllm == ours
+    first_b = next(k for k, st in enumerate(ours)
+                   if any(rid == "B" for rid, _ in st["num_scheduled_tokens"]))
+    assert first_b == knobs.watermark_admission_step() == 20

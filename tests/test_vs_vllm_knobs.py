@@ -31,7 +31,8 @@ def _run_ours(sc: dict[str, Any]) -> list[Any]:
                              output_len=r["output_len"], arrival_step=r["arrival_step"],
                              priority=r.get("priority", 0)) for r in sc["requests"]]
     return run_trace(requests, SchedulerConfig(**sch),  # the scenario uses vLLM's names
-                     CacheConfig(block_size=cache["block_size"], num_blocks=cache["num_blocks"]))
+                     CacheConfig(block_size=cache["block_size"], num_blocks=cache["num_blocks"]),
+                     stop_after=sc.get("max_steps"))  # a livelock: its recorded start
 
 
 def test_every_knob_and_priority_is_covered() -> None:

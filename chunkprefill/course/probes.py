@@ -1,6 +1,7 @@
 """Probes that only look: what the KV manager held between ``schedule()`` and the model call,
-what went through the model (PyTorch forward hooks), and random paged batches to time
-attention on. None of them changes what the engine computes."""
+the terms of the chunk-size rule as the scheduler saw them, what went through the model
+(PyTorch forward hooks), and random paged batches to time attention on. None of them
+changes what the engine computes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkprefill.checks import cdiv
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.scheduler import Scheduler, SchedulerOutput
+from chunkprefill.trace import TraceRequest, run_trace
 
 
 @dataclass
@@ -62,6 +65,46 @@ def block_owners(snapshot: PoolSnapshot, num_blocks: int) -> list[tuple[str, int
                 raise ValueError(f"block {blk} is held by both {owners[blk][0]!r} and {rid!r}")
             owners[blk] = (rid, j)
     return owners
+
+
+@dataclass(frozen=True)
+class ChunkTerms:
+    """One scheduled (step, request): the ``n`` tokens it got and the terms of
+    ``min(owed, threshold, budget left, max_model_len - 1 - computed)`` as they stood when
+    the scheduler reached it (``threshold`` only where it was in force and below ``owed``)."""
+
+    step: int
+    request_id: str
+    n: int
+    terms: dict[str, int]
+
+
+def chunk_terms(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig,
+                cache_config: CacheConfig) -> list[ChunkTerms]:
+    """``run_trace`` with a scheduler that notes, before each ``schedule()``, what every
+    request owes and the threshold the scheduler itself puts in force; "budget left" is the
+    budget minus the tokens of those scheduled before it (the dict is in scheduling order)."""
+    noted: list[ChunkTerms] = []
+    calls = [0]  # schedule() calls so far: the step number
+
+    class Noting(Scheduler):
+        def schedule(self) -> SchedulerOutput:
+            threshold = self._long_prefill_threshold()
+            owed = {rid: r.num_owed_tokens for rid, r in self.requests.items()}
+            out = super().schedule()
+            left, step = self.scheduler_config.max_num_batched_tokens, calls[0]
+            calls[0] += 1
+            for rid, n in out.num_scheduled_tokens.items():
+                terms = {"owed": owed[rid], "budget left": left,
+                         "max_model_len": self.max_model_len - 1 - out.num_computed_tokens[rid]}
+                if 0 < threshold < owed[rid]:
+                    terms["threshold"] = threshold
+                noted.append(ChunkTerms(step, rid, n, terms))
+                left -= n
+            return out
+
+    run_trace(requests, scheduler_config, cache_config, scheduler_cls=Noting)
+    return noted
 
 
 @dataclass

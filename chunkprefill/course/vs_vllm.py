@@ -88,6 +88,7 @@ def run_recorded_scenario(scenario: Mapping[str, Any]) -> list[TraceStep]:
     to compare with the steps vLLM recorded for it. Its ``scheduler``, ``cache`` and
     ``requests`` entries are keyed by the field names of ``SchedulerConfig``,
     ``CacheConfig`` and ``TraceRequest``, so a knob recorded under its name needs no code
-    here."""
+    here. A livelock's recording carries ``max_steps``: that many steps are replayed."""
     return run_trace([TraceRequest(**r) for r in scenario["requests"]],
-                     SchedulerConfig(**scenario["scheduler"]), CacheConfig(**scenario["cache"]))
+                     SchedulerConfig(**scenario["scheduler"]), CacheConfig(**scenario["cache"]),
+                     stop_after=scenario.get("max_steps"))

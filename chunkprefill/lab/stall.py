@@ -93,6 +93,40 @@ class StallResult:
     def long_ttft_median(self) -> float:
         return float(np.median([o.metrics.ttft for o in self.long_outputs]))
 
+    @property
+    def p50_itl(self) -> float:
+        return float(np.percentile(self.decode_itl, 50))
+
+    @property
+    def mean_tpot(self) -> float:
+        """The decodes' TPOT averaged over requests: ``vllm bench serve``'s Mean TPOT."""
+        return float(np.mean([o.metrics.tpot for o in self.decode_outputs]))
+
+    def decode_itl_split(self) -> tuple[np.ndarray, np.ndarray]:
+        """The decodes' gaps in two pools: those ending in a step that carried a long
+        prompt's prefill tokens (a chunk, or a whole prompt), and all the others (seconds).
+        A gap ends when its step ends, so each gap is matched to its step by end time."""
+        long_ids = {o.request_id for o in self.long_outputs}
+        prefill_ends = {s.end_s for s in self.step_log
+                        if any(s.token_splits[r].prefill for r in long_ids & set(s.token_splits))}
+        during: list[float] = []
+        other: list[float] = []
+        for o in self.decode_outputs:
+            t = o.metrics.token_times
+            for a, b in zip(t, t[1:], strict=False):
+                (during if b in prefill_ends else other).append(b - a)
+        return np.asarray(during), np.asarray(other)
+
+    @property
+    def itl_during_prefill(self) -> float:
+        """Median gap of the decodes in the steps that carry a long prompt's prefill."""
+        return float(np.median(self.decode_itl_split()[0]))
+
+    @property
+    def itl_outside_prefill(self) -> float:
+        """Median gap of the decodes in every other step."""
+        return float(np.median(self.decode_itl_split()[1]))
+
 
 def run_stall(model: Any, workload: StallWorkload, scheduler_config: SchedulerConfig,
               cache_config: CacheConfig | None = None, label: str = "",
@@ -143,14 +177,37 @@ class StallComparison:
         """The long prompts' TTFT (median over the long prompts of a run; seconds)."""
         return median_ci([r.long_ttft_median for r in self.runs[label]])
 
+    def ci(self, metric: str, label: str) -> Estimate:
+        """``metric`` (one of ``METRICS``) of one configuration: median over the repeats."""
+        return median_ci([_metric(metric)(r) for r in self.runs[label]])
+
     def ratio(self, metric: str, numerator: str, denominator: str) -> Estimate:
-        """``metric`` ("p99_itl" or "long_ttft") of one configuration over another's."""
-        get = {"p99_itl": lambda r: r.p99_itl, "long_ttft": lambda r: r.long_ttft_median}
-        if metric not in get:
-            raise ValueError(f"metric must be one of {sorted(get)}, got {metric!r}")
-        f = get[metric]
+        """``metric`` (one of ``METRICS``) of one configuration over another's: the median of
+        the per-repeat ratios (paired by round), not the ratio of the two medians."""
+        f = _metric(metric)
         return ratio_ci([f(r) for r in self.runs[numerator]],
                         [f(r) for r in self.runs[denominator]])
+
+    def split_ratio(self, label: str) -> Estimate:
+        """The decodes' median gap in steps that carry a long prompt's prefill over their
+        median gap in the other steps, per repeat (median and interval of the ratios)."""
+        rs = self.runs[label]
+        return ratio_ci([r.itl_during_prefill for r in rs], [r.itl_outside_prefill for r in rs])
+
+
+METRICS = ("p99_itl", "p50_itl", "long_ttft", "mean_tpot", "itl_during_prefill",
+           "itl_outside_prefill")
+"""The per-run statistics ``StallComparison.ci`` and ``ratio`` accept (seconds)."""
+
+
+def _metric(metric: str) -> Any:
+    get = {"p99_itl": lambda r: r.p99_itl, "p50_itl": lambda r: r.p50_itl,
+           "long_ttft": lambda r: r.long_ttft_median, "mean_tpot": lambda r: r.mean_tpot,
+           "itl_during_prefill": lambda r: r.itl_during_prefill,
+           "itl_outside_prefill": lambda r: r.itl_outside_prefill}
+    if metric not in get:
+        raise ValueError(f"metric must be one of {sorted(get)}, got {metric!r}")
+    return get[metric]
 
 
 def compare_stall(model: Any, workload: StallWorkload, configs: dict[str, SchedulerConfig],

@@ -17,18 +17,21 @@ def time_prefill_step(model: Any, num_tokens: int, kv_len: int = 0, num_decodes:
                       block_size: int = 16, warmup: int = 1, iters: int = 3) -> float:
     """Median seconds of one forward step holding a ``num_tokens`` prefill chunk that
     starts at offset ``kv_len`` (it attends to ``kv_len`` cached tokens) plus
-    ``num_decodes`` decodes of ``decode_kv_len`` context. Times the model forward alone
-    (CUDA events on GPU), on the same metadata path the engine uses."""
+    ``num_decodes`` decodes of ``decode_kv_len`` context; ``num_tokens=0`` times a
+    decode-only step. Times the model forward alone (CUDA events on GPU), on the same
+    metadata path the engine uses."""
     import torch
 
     from chunkprefill.attention import build_attention_metadata, default_backend
     from chunkprefill.timing import time_fn
 
-    if num_tokens < 1 or kv_len < 0 or num_decodes < 0:
-        raise ValueError("num_tokens must be >= 1, kv_len and num_decodes >= 0")
+    if num_tokens < 0 or kv_len < 0 or num_decodes < 0 or num_tokens + num_decodes < 1:
+        raise ValueError(f"num_tokens, kv_len and num_decodes must be >= 0, with at least one "
+                         f"token in the step (num_tokens + num_decodes >= 1), got num_tokens="
+                         f"{num_tokens}, kv_len={kv_len}, num_decodes={num_decodes}")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     backend = backend or default_backend(device)
-    lens = [(num_tokens, kv_len)] + [(1, decode_kv_len - 1)] * num_decodes
+    lens = [(num_tokens, kv_len)] * (num_tokens > 0) + [(1, decode_kv_len - 1)] * num_decodes
     tables, nb = [], 0
     for q, c in lens:
         n = cdiv(q + c, block_size)

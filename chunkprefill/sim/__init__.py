@@ -8,7 +8,7 @@ this way, with the Vidur simulator). One concern per module:
 - ``cost_model``: ``CostModel``, the one step-time formula;
 - ``simulate``: ``CostModelExecutor`` (prices a step, or a fast-forwarded stretch of decode
   steps), ``simulate``, ``SimResult``;
-- ``capacity``: SLOs, token budget from profiling, capacity search, budget sweeps;
+- ``capacity``: SLOs, token budget from profiling, capacity search, goodput, budget sweeps;
 - ``calibration``: ``fit_cost_model`` (an unknown device) and ``fit_efficiencies`` (a
   datasheet device) to measured steps given as plain data; ``named_calibration`` /
   ``CostModel.preset(..., calibrated="sarathi-serve")``: Yi-34B on two A100 80GB PCIe,
@@ -33,7 +33,9 @@ from chunkprefill.sim.capacity import (
     capacity_search,
     chunking_overhead,
     compare_batching,
+    goodput,
     prefill_chunk_times,
+    request_throughput,
     sweep_budgets,
     tbt_slo,
 )
@@ -52,6 +54,6 @@ __all__ = [
     "GB", "HardwareSpec", "MAX_MEDIAN_SCHEDULING_DELAY_S", "ModelSpec", "RELAXED_SLO_FACTOR",
     "STRICT_SLO_FACTOR", "SimResult", "TB", "TFLOPS", "UnitCosts", "batch_from_output",
     "batches_from_step_log", "budget_from_profiling", "capacity_search", "chunking_overhead",
-    "compare_batching", "fit_cost_model", "fit_efficiencies", "named_calibration",
-    "prefill_chunk_times", "simulate", "sweep_budgets", "tbt_slo",
+    "compare_batching", "fit_cost_model", "fit_efficiencies", "goodput", "named_calibration",
+    "prefill_chunk_times", "request_throughput", "simulate", "sweep_budgets", "tbt_slo",
 ]

@@ -1,5 +1,6 @@
 """Sarathi-Serve's yardsticks on the simulator: the P99 TBT SLO, the token budget from
-profiling, capacity (the highest QPS meeting the SLO) and sweeps over token budgets."""
+profiling, capacity (the highest QPS meeting the SLO) and sweeps over token budgets; and
+``vllm bench serve``'s per-request one, goodput."""
 
 from __future__ import annotations
 
@@ -116,6 +117,41 @@ def capacity_search(cost_model: CostModel, scheduler_config: SchedulerConfig,
         qps_lo, qps_hi = (mid, qps_hi) if meets(mid) else (qps_lo, mid)
     res.qps = qps_lo
     return res
+
+
+def goodput(result: SimResult, ttft_s: float | None = None, tpot_s: float | None = None,
+            e2el_s: float | None = None) -> float:
+    """``vllm bench serve --goodput``'s "Request goodput (req/s)" for a simulated run: the
+    requests whose every given metric is <= its SLO (TTFT; TPOT = (E2EL - TTFT) /
+    (output tokens - 1), 0 for a one-token request, as vLLM counts it; E2EL), divided by the
+    run's duration (first arrival to last token). A per-request verdict on means: a request
+    with one long stall among many fast tokens can still be good on TPOT, while the pooled
+    P99 TBT of ``capacity_search`` sees that stall."""
+    slos = {"ttft_s": ttft_s, "tpot_s": tpot_s, "e2el_s": e2el_s}
+    if all(v is None for v in slos.values()):
+        raise ValueError("goodput needs at least one SLO: ttft_s, tpot_s or e2el_s")
+    for name, v in slos.items():
+        if v is not None:
+            check_positive(name, v)
+    good = sum(1 for o in result.outputs
+               if (ttft_s is None or o.metrics.ttft <= ttft_s)
+               and (tpot_s is None or (o.metrics.tpot or 0.0) <= tpot_s)
+               and (e2el_s is None or o.metrics.e2el <= e2el_s))
+    return good / _duration(result)
+
+
+def request_throughput(result: SimResult) -> float:
+    """``vllm bench serve``'s "Request throughput (req/s)": finished requests over the run's
+    duration (first arrival to last token), the number goodput is read against."""
+    return len(result.outputs) / _duration(result)
+
+
+def _duration(result: SimResult) -> float:
+    if not result.outputs:
+        raise ValueError("result has no finished requests")
+    first = min(o.metrics.arrival_time for o in result.outputs)
+    last = max(o.metrics.token_times[-1] for o in result.outputs)
+    return last - first
 
 
 def prefill_chunk_times(cost_model: CostModel, prompt_len: int,

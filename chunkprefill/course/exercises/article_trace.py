@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.i18n import tr
 from chunkprefill.trace import TraceStep, article_trace_requests, prompt_chunks, run_trace
 
 CACHE = CacheConfig(block_size=16, num_blocks=1000)
@@ -20,8 +21,8 @@ def check_budget24(answer: int | None) -> str:
     chunks = prompt_chunks(_seed(SchedulerConfig(max_num_batched_tokens=24, max_num_seqs=16)),
                            "P")
     return _verdict(answer, len(chunks),
-                    "the decodes go first and take 1 token each; P gets what is left of 24, "
-                    "until it owes less than that")
+                    tr("the decodes go first and take 1 token each; P gets what is left of 24, "
+                       "until it owes less than that"))
 
 
 def check_threshold(answer: list[int] | None) -> str:
@@ -31,8 +32,8 @@ def check_threshold(answer: list[int] | None) -> str:
                              long_prefill_token_threshold=6)
     return _verdict(None if answer is None else list(answer),
                     prompt_chunks(_seed(config), "P"),
-                    "the threshold caps one request's tokens per step below the 10 left "
-                    "after the decodes; the last chunk is what remains of 40")
+                    tr("the threshold caps one request's tokens per step below the 10 left "
+                       "after the decodes; the last chunk is what remains of 40"))
 
 
 def check_no_chunking(answer: tuple[int, int] | None) -> str:
@@ -44,15 +45,15 @@ def check_no_chunking(answer: tuple[int, int] | None) -> str:
     step = next(s for s in _seed(config) if "P" in s.num_scheduled_tokens)
     return _verdict(None if answer is None else tuple(answer),
                     (step.step, sum(step.num_scheduled_tokens.values())),
-                    "P arrives at step 2; 40 prompt tokens and the six decodes all fit in 64")
+                    tr("P arrives at step 2; 40 prompt tokens and the six decodes all fit in 64"))
 
 
 def check_prefill_first(answer: int | None) -> str:
-    """Exercise 02.4: the same as 02.3 but ``batching="prefill_first"`` (vLLM V0's default,
+    """Exercise 02.4: the same as 02.3 but ``batching="prefill_first"`` (vLLM V0 with
     chunking off). How many decode tokens run in the step that prefills P?"""
     config = SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=16,
                              enable_chunked_prefill=False, max_model_len=64,
                              batching="prefill_first")
     step = next(s for s in _seed(config) if "P" in s.num_scheduled_tokens)
     return _verdict(answer, sum(n for rid, n in step.num_scheduled_tokens.items() if rid != "P"),
-                    "prefill first: a step that admits a prompt runs no decodes")
+                    tr("prefill first: a step that admits a prompt runs no decodes"))

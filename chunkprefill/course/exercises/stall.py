@@ -8,6 +8,7 @@ import time
 
 from chunkprefill import SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.i18n import tr
 from chunkprefill.lab.stall import StallWorkload
 from chunkprefill.lab.stats import Estimate
 from chunkprefill.timing import CLOCKS, Timer
@@ -28,8 +29,8 @@ def check_chunks(answer: tuple[int, int] | None) -> str:
     prompt. Answer ``(largest chunk, number of chunks)``."""
     chunks = _chunks(48, 288, 2048)
     return _verdict(None if answer is None else tuple(answer), (max(chunks), len(chunks)),
-                    "running requests are served first: every decode takes one token of the "
-                    "budget, the prompt gets the rest; then divide 2,048 by it, rounding up")
+                    tr("running requests are served first: every decode takes one token of the "
+                       "budget, the prompt gets the rest; then divide 2,048 by it, rounding up"))
 
 
 def broken_configs() -> dict[str, object]:
@@ -48,7 +49,8 @@ def check_second_variable(answer: set[str] | None) -> str:
     differ = {f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)}
     expected = differ - {"enable_chunked_prefill", "max_num_batched_tokens"}
     return _verdict(None if answer is None else set(answer), expected,
-                    "compare the two configs field by field (dataclasses.fields, or print both)")
+                    tr("compare the two configs field by field (dataclasses.fields, or print "
+                       "both)"))
 
 
 def check_clock(answer: str | None) -> str:
@@ -56,8 +58,8 @@ def check_clock(answer: str | None) -> str:
     machine spent elsewhere. Name a ``clock`` for which ``Timer("cpu", clock)`` reads under
     10 ms around a 50 ms ``time.sleep`` (the OS running someone else). The checker runs
     your clock around the sleep."""
-    hint = ("the clock must count only the CPU time of the thread that steps (see "
-            "chunkprefill.timing.CLOCKS and the notebook's first timing cell)")
+    hint = tr("the clock must count only the CPU time of the thread that steps (see "
+              "chunkprefill.timing.CLOCKS and the notebook's first timing cell)")
     if answer is None or answer not in CLOCKS or answer in ("auto", "cuda-events"):
         return _verdict(answer, "a CPU clock name", hint)
     with Timer("cpu", answer) as t:
@@ -72,16 +74,20 @@ def check_measure(steps: dict[str, list[float]] | None, estimates: dict[str, Est
     decodes alone and with a 512-token prefill (``time_prefill_step``). Pass the raw samples
     and the estimates. Checks the method (5 interleaved samples each, medians of them) and
     what the physics guarantees: 16x the tokens cannot cost less than twice as much."""
-    hint = ("interleaved({'decodes': ..., 'decodes + 512': ...}, repeats=5), then "
-            "{name: median_ci(ts) for name, ts in steps.items()}")
+    hint = tr("interleaved({pair}, repeats=5), then {estimates}",
+              pair="{'decodes': ..., 'decodes + 512': ...}",
+              estimates="{name: median_ci(ts) for name, ts in steps.items()}")
     if not steps or not estimates or set(steps) != set(estimates) or len(steps) != 2:
-        return f"Not yet. Hint: {hint}"
+        return tr("Not yet. Hint: {hint}", hint=hint)
     if any(len(v) != 5 for v in steps.values()):
-        return f"Not yet (not 5 samples each). Hint: {hint}"
+        return tr("Not yet (not 5 samples each). Hint: {hint}", hint=hint)
     (_, short), (_, long) = sorted(estimates.items(), key=lambda kv: kv[1].median)
     if any(abs(e.median - float(sorted(steps[k])[2])) > 1e-12 for k, e in estimates.items()):
-        return f"Not yet (the estimates are not the samples' medians). Hint: {hint}"
+        return tr("Not yet (the estimates are not the samples' medians). Hint: {hint}",
+                  hint=hint)
     if long.low > 2 * short.high:
-        return f"Right: {long.fmt()} vs {short.fmt()}, {long.median / short.median:.1f}x."
-    return (f"Not yet ({long.fmt()} vs {short.fmt()}). Hint: the prefill step's interval should "
-            "lie above twice the decode step's; did you time the same step twice?")
+        return tr("Right: {long} vs {short}, {ratio:.1f}x.", long=long.fmt(), short=short.fmt(),
+                  ratio=long.median / short.median)
+    return tr("Not yet ({long} vs {short}). Hint: the prefill step's interval should lie above "
+              "twice the decode step's; did you time the same step twice?", long=long.fmt(),
+              short=short.fmt())

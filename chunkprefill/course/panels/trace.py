@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.panels.common import figure_png
 from chunkprefill.course.plots.schedule import plot_trace_overview
+from chunkprefill.i18n import tr
 from chunkprefill.trace import (
     TraceStep,
     article_trace_requests,
@@ -43,13 +44,19 @@ def _prompt_summary(steps: Sequence[TraceStep], prompt_id: str = "P") -> str:
               if (split := s.token_splits.get(prompt_id)) is not None and split.prefill]
     first_decode = next((s.step for s in steps if (split := s.token_splits.get(prompt_id))
                          is not None and split.decode), None)
-    sizes = [n for _, n in chunks]
-    where = (f"step {chunks[0][0]}" if len(chunks) == 1
-             else f"steps {chunks[0][0]}-{chunks[-1][0]}")
-    line = f"{prompt_id}'s prompt ran as {len(chunks)} chunk(s) {sizes} in {where}"
+    fields = {"prompt_id": prompt_id, "n": len(chunks), "sizes": [n for _, n in chunks],
+              "first": chunks[0][0]}
+    if len(chunks) == 1 and first_decode is not None:
+        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in step {first}; its first "
+                  "decode is step {decode}.", **fields, decode=first_decode)
+    if len(chunks) == 1:
+        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in step {first}.", **fields)
     if first_decode is not None:
-        line += f"; its first decode is step {first_decode}"
-    return line + "."
+        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps {first}-{last}; its "
+                  "first decode is step {decode}.", **fields, last=chunks[-1][0],
+                  decode=first_decode)
+    return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps {first}-{last}.",
+              **fields, last=chunks[-1][0])
 
 
 def trace_panel_update(
@@ -81,7 +88,7 @@ def trace_panel_update(
         return "", None, str(e)
     lines = [_prompt_summary(steps), "", format_trace_table(steps[:max_table_rows])]
     if len(steps) > max_table_rows:
-        lines.append(f"... {len(steps) - max_table_rows} more steps (see the picture)")
+        lines.append(tr("... {n} more steps (see the picture)", n=len(steps) - max_table_rows))
     return "\n".join(lines), plot_trace_overview(steps, fig), None
 
 
@@ -101,11 +108,11 @@ def trace_panel(
                            layout=w.Layout(width="420px"))
 
     controls = {
-        "budget": slider("token budget", budget, BUDGET_RANGE),
-        "num_decodes": slider("decodes", num_decodes, DECODES_RANGE),
-        "prompt_len": slider("prompt length (P)", prompt_len, PROMPT_RANGE),
-        "threshold": slider("long_prefill threshold", threshold, THRESHOLD_RANGE),
-        "chunked": w.Checkbox(value=chunked, description="chunked prefill"),
+        "budget": slider(tr("token budget"), budget, BUDGET_RANGE),
+        "num_decodes": slider(tr("decodes"), num_decodes, DECODES_RANGE),
+        "prompt_len": slider(tr("prompt length (P)"), prompt_len, PROMPT_RANGE),
+        "threshold": slider(tr("long_prefill threshold"), threshold, THRESHOLD_RANGE),
+        "chunked": w.Checkbox(value=chunked, description=tr("chunked prefill")),
     }
     text = w.HTML(layout=w.Layout(flex="1 1 auto", margin="0 0 0 16px"))
     image = w.Image(format="png", layout=w.Layout(max_width="100%"))
@@ -116,9 +123,10 @@ def trace_panel(
                                                fig=drawn[0] if drawn else None)
         if error is not None:
             note = ("" if controls["chunked"].value else
-                    "<br><i>With chunking off, this panel sets max_model_len to the longest "
-                    "sequence of the workload: raise the budget to it, or tick chunking.</i>")
-            text.value = ("<b>The scheduler refuses this configuration:</b>"
+                    "<br><i>" + tr("With chunking off, this panel sets max_model_len to the "
+                                   "longest sequence of the workload: raise the budget to it, "
+                                   "or tick chunking.") + "</i>")
+            text.value = ("<b>" + tr("The scheduler refuses this configuration:") + "</b>"
                           "<pre style='color:#a00; white-space:pre-wrap; word-break:normal'>"
                           f"{html.escape(error)}</pre>{note}")
             image.value = b""

@@ -1,10 +1,8 @@
-"""Pictures and probes for the paged-KV-cache and attention-kernel notebooks (04, 05).
+"""Pictures for the paged KV cache and the attention kernel.
 
 Plotting functions return a ``matplotlib.figure.Figure`` built without pyplot (as in
-``chunkprefill.course.plots``), so nothing leaks into pyplot's global state. The probes only *look*:
-``snapshot_step`` copies the KV manager's bookkeeping between ``schedule()`` and the model
-call, and ``capture_forward`` records what went through a model with ordinary PyTorch
-forward hooks; neither changes what the engine computes.
+``chunkprefill.course.plots``), so nothing leaks into pyplot's global state. What they draw
+comes from ``chunkprefill.course.probes``, which only looks.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from chunkprefill.course.plots.style import figure_and_axes
 from chunkprefill.course.probes import PoolSnapshot, block_owners
+from chunkprefill.i18n import tr
 
 _PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink",
             "tab:olive", "tab:cyan", "tab:red", "tab:gray"]
@@ -152,33 +151,37 @@ def plot_slot_mapping(snapshot: PoolSnapshot, num_blocks: int, block_size: int,
 
 def plot_chunk_work(query_tokens: Sequence[int], kv_read: Sequence[int],
                     title: str = "") -> Figure:
-    """Left: per prefill chunk, the KV its attention reads (``seq_len``), split into the
-    context cached by earlier chunks and the chunk's own new tokens (the only ones computed).
-    Right: cumulative tokens computed, against re-running the whole prefix every chunk."""
+    """Left: per prefill chunk, the K/V positions its attention loads (``seq_len``), split into
+    the context cached by earlier chunks and the chunk's own new tokens (the only ones
+    computed). Right: cumulative tokens run through the model, against the road not taken,
+    where each chunk would recompute its whole prefix. The two 192s of a 45-token prompt in
+    chunks of 7 are the same sum but not the same work: loading a cached K/V position is a
+    few hundred bytes per layer, computing a token is about two multiply-adds per weight."""
     q = np.asarray(query_tokens)
     kv = np.asarray(kv_read)
     k = np.arange(len(q))
     fig = Figure(figsize=(11.0, 3.8), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[1.15, 1.0])
-    left.bar(k, kv - q, color="tab:blue", alpha=0.45, label="read from the cache (earlier chunks)")
+    left.bar(k, kv - q, color="tab:blue", alpha=0.45,
+             label=tr("loaded from the cache (earlier chunks' K/V)"))
     left.bar(k, q, bottom=kv - q, color="tab:orange",
-             label="computed in this chunk (queries; K/V written)")
+             label=tr("computed in this chunk (queries; K/V written)"))
     for x, total in zip(k, kv, strict=True):
         left.text(x, total + 0.6, f"seq_len={total}", ha="center", fontsize=7)
-    left.set_xlabel("prefill chunk (engine step)")
-    left.set_ylabel("KV tokens attended")
-    left.set_title("Per chunk: queries stay small, the KV read grows")
+    left.set_xlabel(tr("prefill chunk (engine step)"))
+    left.set_ylabel(tr("K/V positions loaded (seq_len)"))
+    left.set_title(tr("Per chunk: queries stay small, the K/V loaded grows"))
     left.set_ylim(0, kv.max() * 1.18)
     left.legend(loc="upper left", fontsize=8, frameon=False)
     right.plot(k, np.cumsum(q), color="tab:green", marker="o",
-               label=f"paged cache: {int(q.sum())} in total")
+               label=tr("paged cache: {n} tokens in total", n=int(q.sum())))
     right.plot(k, np.cumsum(kv), color="tab:red", marker="s", linestyle=":",
-               label=f"re-run the prefix each chunk: {int(kv.sum())}")
-    right.set_xlabel("prefill chunk (engine step)")
-    right.set_ylabel("tokens run through the model (cumulative)")
-    right.set_title("Total work: each prompt token computed once")
+               label=tr("if each chunk recomputed its prefix: {n}", n=int(kv.sum())))
+    right.set_xlabel(tr("prefill chunk (engine step)"))
+    right.set_ylabel(tr("tokens run through the model (cumulative)"))
+    right.set_title(tr("Tokens through the model: each prompt token once"))
     right.legend(loc="upper left", fontsize=8, frameon=False)
-    fig.suptitle(title or "Chunked prefill over the paged KV cache")
+    fig.suptitle(title or tr("Chunked prefill over the paged KV cache"))
     return fig
 
 

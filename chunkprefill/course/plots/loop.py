@@ -7,6 +7,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+from chunkprefill.i18n import tr
 from chunkprefill.scheduler import Scheduler
 
 # (x, y) centres of the three boxes on a 10 x 6 canvas
@@ -20,7 +21,7 @@ _BOXES = {
 def loop_names() -> dict[str, str]:
     """The call each box stands for, read from the package (a rename shows here)."""
     return {"schedule": f"{Scheduler.__name__}.{Scheduler.schedule.__name__}()",
-            "execute": "model forward (executor)",
+            "execute": tr("model forward (executor)"),
             "update_from_output": f"{Scheduler.__name__}."
                                   f"{Scheduler.update_from_output.__name__}()"}
 
@@ -39,13 +40,14 @@ def plot_engine_loop() -> Figure:
         ax.text(x, y, names[key], ha="center", va="center", fontsize=10, family="monospace")
     arrows = [  # (from, to, label, label position, curvature)
         ("schedule", "execute",
-         "SchedulerOutput: {request_id: num_tokens} within the\n"
-         "budget (num_computed_tokens already advanced)",
+         tr("SchedulerOutput: {mapping} within the\n"
+            "budget (num_computed_tokens already advanced)",
+            mapping="{request_id: num_tokens}"),
          (5.0, 5.25), 0.0),
         ("execute", "update_from_output",
-         "sampled token ids\n(only requests that owe nothing)", (8.3, 2.3), 0.0),
+         tr("sampled token ids\n(only requests that owe nothing)"), (8.3, 2.3), 0.0),
         ("update_from_output", "schedule",
-         "tokens appended, finished\nrequests free their KV blocks", (1.0, 2.6), 0.0),
+         tr("tokens appended, finished\nrequests free their KV blocks"), (1.0, 2.6), 0.0),
     ]
     for src, dst, label, (lx, ly), rad in arrows:
         (x0, y0), (x1, y1) = _BOXES[src], _BOXES[dst]
@@ -57,7 +59,7 @@ def plot_engine_loop() -> Figure:
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=18,
                                      color="0.3", connectionstyle=f"arc3,rad={rad}"))
         ax.text(lx, ly, label, ha="center", va="center", fontsize=8.5)
-    ax.text(0.1, 5.85, "add_request() -> waiting queue", fontsize=8.5, color="0.35", va="top")
-    ax.set_title("One step of the engine loop (repeats until no request is unfinished)",
+    ax.text(0.1, 5.85, tr("add_request() -> waiting queue"), fontsize=8.5, color="0.35", va="top")
+    ax.set_title(tr("One step of the engine loop (repeats until no request is unfinished)"),
                  fontsize=11)
     return fig

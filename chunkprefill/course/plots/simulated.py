@@ -1,9 +1,10 @@
 """Pictures of simulated runs: the cost model's step time, budget sweeps,
-chunking overhead, step-time timelines and capacity. Inputs are the simulator's results
+chunking overhead, step-time and token-gap timelines, capacity, and the calibrated model
+beside the measurements it was fitted on or held out from. Inputs are the simulator's results
 (``sim.SimResult``, sweep rows, capacities) or a ``sim.CostModel``; every title says
-SIMULATED. Not re-exported by ``chunkprefill.course.plots``: three names match the measured
-plots of ``plots.measured``, so import this module (``from chunkprefill.course.plots import
-simulated as sim_plots``)."""
+SIMULATED (and MEASURED, by whom, where measurements are drawn). Not re-exported by
+``chunkprefill.course.plots``: three names match the measured plots of ``plots.measured``,
+so import this module (``from chunkprefill.course.plots import simulated as sim_plots``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from chunkprefill.course.plots.style import figure_and_axes
+from chunkprefill.i18n import tr
 from chunkprefill.sim import Calibration, CostModel, SimResult, chunking_overhead
 
 
@@ -196,8 +198,9 @@ def plot_calibration(calibration: Calibration, decode_context_len: int = 1024,
                      axes: Sequence[Axes] | None = None) -> Figure:
     """Figure-2-like: the calibrated cost model's prefill-only step time over prompt length
     and decode-only step time over batch size (lines, SIMULATED), over the batches the
-    Sarathi-Serve authors timed (points, MEASURED; figure 2 dots, table 2 crosses)."""
-    from chunkprefill.data import sarathi_serve_batches
+    Sarathi-Serve authors timed (points, MEASURED; figure 2 dots, the artifact's table-2
+    folder crosses)."""
+    from chunkprefill.data import TABLE2_FOLDER, sarathi_serve_batches
 
     fig, axes = _two_axes(axes, (10, 3.6))
     cm = calibration.cost_model
@@ -208,7 +211,7 @@ def plot_calibration(calibration: Calibration, decode_context_len: int = 1024,
     ns = np.arange(1, 129)
     axes[1].plot(ns, [cm.step_time([(1, decode_context_len)] * int(n)) * 1e3 for n in ns],
                  "k", lw=1.5, label=f"simulated (calibrated), context {decode_context_len}")
-    for src, marker in (("figure 2", "o"), ("table 2", "x")):
+    for src, marker in (("figure 2", "o"), (TABLE2_FOLDER, "x")):
         pre = [m for m in measured if m.source == src and m.num_prefill_tokens
                and not m.num_decodes]
         dec = [m for m in measured if m.source == src and m.num_decodes
@@ -247,5 +250,96 @@ def plot_length_distributions(real: np.ndarray, fitted: np.ndarray, label_real: 
     ax.set_ylim(1e-4, 1.05)
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("share of requests longer")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def token_gaps(result: SimResult) -> tuple[np.ndarray, np.ndarray]:
+    """(time each token arrived, its gap since the same request's previous token), seconds,
+    for every token after the first of every request: the ITL sample, with its times."""
+    times, gaps = [], []
+    for o in result.outputs:
+        t = np.asarray(o.metrics.token_times)
+        times.append(t[1:])
+        gaps.append(np.diff(t))
+    return np.concatenate(times), np.concatenate(gaps)
+
+
+def plot_token_gaps(results: Mapping[str, SimResult], slo_s: float | None = None,
+                    axes: Sequence[Axes] | None = None) -> Figure:
+    """Each token's gap since its request's previous token, over (simulated) time: one panel
+    per batching style, shared axes. A decode that waits through several prefill-only steps
+    in a row shows one long gap, however short each of those steps was."""
+    n = len(results)
+    if axes is None:
+        fig = Figure(figsize=(10, 0.6 + 1.7 * n), layout="constrained")
+        axes = list(np.atleast_1d(fig.subplots(n, 1, sharex=True, sharey=True)))
+    else:
+        fig = axes[0].figure
+    for i, ((label, r), a) in enumerate(zip(results.items(), axes, strict=True)):
+        t, gap = token_gaps(r)
+        a.plot(t, gap * 1e3, ".", ms=1.5, alpha=0.5, color=batching_color(label, i),
+               rasterized=True, label=tr("{label}: P99 TBT {p99_ms:.0f} ms, longest gap "
+                                         "{max_ms:.0f} ms", label=label,
+                                         p99_ms=r.p99_itl * 1e3, max_ms=gap.max() * 1e3))
+        if slo_s is not None:
+            a.axhline(slo_s * 1e3, color="k", ls=":", label=tr("SLO"))
+        a.set_yscale("log")
+        a.set_ylabel(tr("gap (ms)"))
+        a.legend(fontsize=8, loc="upper right", markerscale=6)
+    axes[-1].set_xlabel(tr("simulated time (s)"))
+    axes[0].set_title(tr("SIMULATED: every token's gap since its previous token"))
+    return fig
+
+
+def plot_held_out_chunking(cost_model: CostModel, measured: Sequence[Any],
+                           ax: Axes | None = None) -> Figure:
+    """The price of chunking, measured (bars: ``data.sarathi_serve_chunked_prefills()``, the
+    authors' figure 9a, held out of the fit) and predicted by ``cost_model`` (dots), per
+    prompt length and chunk size: the prompt's prefill time in chunks / in one piece."""
+    fig, ax = figure_and_axes(ax, (8, 3.6))
+    prompts = sorted({m.prompt_len for m in measured})
+    whole = max(m.chunk_size for m in measured)
+    chunks = sorted({m.chunk_size for m in measured if m.chunk_size < whole})
+    width = 0.8 / len(chunks)
+    for j, c in enumerate(chunks):
+        xs = np.arange(len(prompts)) + (j - (len(chunks) - 1) / 2) * width
+        got = {m.prompt_len: m.relative for m in measured if m.chunk_size == c}
+        ax.bar(xs, [got[p] - 1 for p in prompts], width * 0.9, color=f"C{j}", alpha=0.55,
+               label=tr("chunk {chunk}: measured", chunk=c))
+        pred = [float(chunking_overhead(cost_model, p, [c])[0]) - 1 for p in prompts]
+        ax.plot(xs, pred, "o", color=f"C{j}", mec="k",
+                label=tr("chunk {chunk}: simulated", chunk=c))
+    ax.axhline(0, color="grey", lw=1)
+    ax.set_xticks(np.arange(len(prompts)), [f"{p:,}" for p in prompts])
+    ax.set_xlabel(tr("prompt tokens (prefilled alone)"))
+    ax.set_ylabel(tr("extra prefill time vs one piece"))
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:+.0%}")
+    ax.set_title(tr("Held out: MEASURED by the Sarathi-Serve authors (bars) vs SIMULATED "
+                    "(dots)"), fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def plot_tpot_vs_longest_gap(result: SimResult, slo_s: float, label: str = "",
+                             ax: Axes | None = None) -> Figure:
+    """One dot per request: its TPOT (``vllm bench serve``'s per-request mean gap, x) against
+    its longest gap (y), with the SLO on both axes. Dots right of the line fail ``--goodput
+    tpot``; dots above it hold a gap that P99 TBT counts. A stall lifts a dot, barely moves it
+    right."""
+    fig, ax = figure_and_axes(ax, (6.4, 3.6))
+    tpot = np.array([o.metrics.tpot or 0.0 for o in result.outputs]) * 1e3
+    worst = np.array([max(o.metrics.itl, default=0.0) for o in result.outputs]) * 1e3
+    ax.plot(tpot, worst, "o", ms=3, alpha=0.6, color=batching_color(label),
+            label=tr("one request ({label})", label=label) if label else tr("one request"))
+    ax.axvline(slo_s * 1e3, color="k", ls=":", lw=1)
+    ax.axhline(slo_s * 1e3, color="k", ls=":", lw=1, label=tr("SLO ({slo_ms:.0f} ms)",
+                                                             slo_ms=slo_s * 1e3))
+    ax.set_xlim(0, max(tpot.max(), slo_s * 1e3) * 1.1)
+    ax.set_yscale("log")
+    ax.set_xlabel(tr("TPOT: the request's mean gap (ms)"))
+    ax.set_ylabel(tr("the request's longest gap (ms)"))
+    ax.set_title(tr("SIMULATED: what --goodput tpot sees (x) and what P99 TBT sees (y)"),
+                 fontsize=9)
     ax.legend(fontsize=8)
     return fig
