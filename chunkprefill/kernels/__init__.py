@@ -5,7 +5,8 @@ CPU interpreter: set ``TRITON_INTERPRET=1`` *before* the first import to run on 
 ``chunkprefill.attention`` imports it lazily, only when ``backend="triton"`` is used.
 """
 
+from chunkprefill.kernels._common import INTERPRET
 from chunkprefill.kernels.kv_store import reshape_and_cache
-from chunkprefill.kernels.unified_attention import INTERPRET, unified_attention
+from chunkprefill.kernels.unified_attention import unified_attention
 
 __all__ = ["INTERPRET", "reshape_and_cache", "unified_attention"]
