@@ -20,7 +20,9 @@ Backends: ``"torch"`` (vectorised PyTorch, the CPU default) and ``"triton"`` (th
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +45,20 @@ class AttentionMetadata:
     slot_mapping: torch.Tensor  # (T,) int64, cache slot of each new token (negative = skip)
     max_query_len: int
     max_seq_len: int
+    # Host copies of the two length arrays, as lists (vLLM keeps ``query_start_loc_cpu`` and
+    # ``seq_lens_cpu`` too): Python that needs a length reads these. ``.tolist()`` on a GPU
+    # tensor would wait for the GPU to finish everything queued before it, every layer.
+    query_start_loc_cpu: list[int] | None = None
+    seq_lens_cpu: list[int] | None = None
+    # What a backend derives from this metadata once per step and every layer reuses (the
+    # torch backend's gather plan); filled on the first layer's call.
+    per_step: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.query_start_loc_cpu is None:  # built by hand: copy once, here, not per layer
+            self.query_start_loc_cpu = [int(x) for x in self.query_start_loc.tolist()]
+        if self.seq_lens_cpu is None:
+            self.seq_lens_cpu = [int(x) for x in self.seq_lens.tolist()]
 
     @property
     def num_seqs(self) -> int:
@@ -91,6 +107,8 @@ def build_attention_metadata(
             raise ValueError(f"block_tables[{b}] holds a negative block id: {table}")
 
     # Built on the CPU (host bookkeeping), moved to the device once at the end.
+    starts_cpu = list(itertools.accumulate(query_lens, initial=0))  # (B + 1,) host copy
+    seq_lens_cpu = [c + q for c, q in zip(num_computed_tokens, query_lens)]  # (B,) host copy
     q_lens = torch.tensor(query_lens, dtype=torch.int64)  # (B,)
     computed = torch.tensor(num_computed_tokens, dtype=torch.int64)  # (B,)
     query_start_loc = torch.zeros(num_seqs + 1, dtype=torch.int64)  # (B + 1,)
@@ -98,11 +116,10 @@ def build_attention_metadata(
     seq_lens = computed + q_lens  # (B,)
 
     max_blocks = max(1, max(len(t) for t in block_tables))
-    block_table = torch.zeros(num_seqs, max_blocks, dtype=torch.int64)  # (B, max_blocks)
-    for b, table in enumerate(block_tables):
-        block_table[b, : len(table)] = torch.tensor(table, dtype=torch.int64)
+    block_table = torch.tensor([list(t) + [0] * (max_blocks - len(t)) for t in block_tables],
+                               dtype=torch.int64)  # (B, max_blocks), one copy for all rows
 
-    num_tokens = int(query_start_loc[-1])
+    num_tokens = starts_cpu[-1]
     seq_of_token = torch.repeat_interleave(torch.arange(num_seqs), q_lens)  # (T,)
     offset_in_chunk = torch.arange(num_tokens) - query_start_loc[seq_of_token]  # (T,)
     positions = computed[seq_of_token] + offset_in_chunk  # (T,)
@@ -115,7 +132,9 @@ def build_attention_metadata(
         block_table=block_table.to(device=device, dtype=torch.int32),
         slot_mapping=slot_mapping.to(device=device),
         max_query_len=max(query_lens),
-        max_seq_len=int(seq_lens.max()),
+        max_seq_len=max(seq_lens_cpu),
+        query_start_loc_cpu=starts_cpu,
+        seq_lens_cpu=seq_lens_cpu,
     )
     return meta, positions.to(device=device)
 
@@ -154,15 +173,30 @@ def write_kv(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
     backend: str = "torch",
+    check: bool = True,
 ) -> None:
     """Store this step's K/V (T, num_kv_heads, head_dim) in the paged caches, token t at flat
-    slot ``slot_mapping[t]`` (negative = padding, skipped). In place; same on every backend."""
+    slot ``slot_mapping[t]`` (negative = padding, skipped). In place; same on every backend.
+    ``check=False`` skips the argument checks (the model checks its first layer's, once)."""
     _check_backend(backend)
     if backend == "triton":
         from chunkprefill.kernels import reshape_and_cache
 
-        reshape_and_cache(key, value, k_cache, v_cache, slot_mapping)
+        reshape_and_cache(key, value, k_cache, v_cache, slot_mapping, check=check)
         return
+    if check:
+        _check_write_inputs(key, value, k_cache, v_cache, slot_mapping)
+    num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
+    k_flat = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
+    v_flat = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
+    keep = slot_mapping >= 0  # (T,)
+    slots = slot_mapping[keep]  # (T_kept,)
+    k_flat[slots] = key[keep]
+    v_flat[slots] = value[keep]
+
+
+def _check_write_inputs(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
+                        v_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
     _check_cache_pair(k_cache, v_cache)
     if key.shape != value.shape or key.dim() != 3 or key.shape[1:] != k_cache.shape[2:]:
         raise ValueError(
@@ -176,13 +210,6 @@ def write_kv(
             f"slot_mapping must be int64 of shape ({key.shape[0]},), "
             f"got {slot_mapping.dtype} {tuple(slot_mapping.shape)}"
         )
-    num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
-    k_flat = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
-    v_flat = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
-    keep = slot_mapping >= 0  # (T,)
-    slots = slot_mapping[keep]  # (T_kept,)
-    k_flat[slots] = key[keep]
-    v_flat[slots] = value[keep]
 
 
 # --------------------------------------------------------------------------- attention
@@ -222,10 +249,12 @@ def paged_attention(
     meta: AttentionMetadata,
     scale: float,
     backend: str = "torch",
+    check: bool = True,
 ) -> torch.Tensor:
     """Causal attention of every query row (T, num_q_heads, head_dim) over its own sequence's
     keys, read from the paged cache through ``meta.block_table``. Returns (T, num_q_heads,
-    head_dim). This step's K/V must already be in the cache (``write_kv`` first)."""
+    head_dim). This step's K/V must already be in the cache (``write_kv`` first).
+    ``check=False`` skips the argument checks (the model checks its first layer's, once)."""
     _check_backend(backend)
     if backend == "triton":
         from chunkprefill.kernels import unified_attention
@@ -237,8 +266,10 @@ def paged_attention(
             block_table=meta.block_table,
             max_query_len=meta.max_query_len,
             scale=scale,
+            check=check,
         )
-    _check_attention_inputs(query, k_cache, v_cache, meta)
+    if check:
+        _check_attention_inputs(query, k_cache, v_cache, meta)
     return _torch_paged_attention(query, k_cache, v_cache, meta, scale)
 
 
@@ -252,6 +283,73 @@ def _length_buckets(seqs: list[int], seq_lens: list[int]) -> list[list[int]]:
         else:
             groups.append([b])
     return groups
+
+
+@dataclass
+class _DecodeGroup:
+    """Decodes of similar length, attended as one padded batch of ``n`` rows of ``L`` keys."""
+
+    rows: torch.Tensor  # (n,) query row of each decode
+    blocks: torch.Tensor  # (n * max_blocks,) physical block per (row, logical block)
+    stale: torch.Tensor | None  # rows of the gathered (n * L) keys to zero (see below)
+    mask: torch.Tensor  # (n, 1, 1, L) key position < seq_len
+    n: int
+    length: int  # L = max_blocks * block_size
+
+
+@dataclass
+class _Prefill:
+    start: int  # first query row
+    q_len: int
+    kv_len: int
+    blocks: torch.Tensor  # (cdiv(kv_len, block_size),) physical blocks
+
+
+def _torch_plan(meta: AttentionMetadata, block_size: int,
+                device: torch.device) -> tuple[list[_DecodeGroup], list[_Prefill]]:
+    """Everything the torch backend derives from the metadata, once per step (every layer has
+    the same sequences): decode buckets, their gather indices and masks, the prefill chunks.
+
+    K/V are gathered a whole block at a time (one index per ``block_size`` tokens, a few
+    times faster than one per token). A padded row's surplus blocks repeat the sequence's own
+    first block, and the slots past ``seq_len`` in its last block (or in a repeated partial
+    block) are zeroed after the gather: a slot no sequence owns may hold anything, even NaN,
+    and a masked NaN still poisons the softmax sum (0 * NaN)."""
+    starts, seq_lens = meta.query_start_loc_cpu, meta.seq_lens_cpu
+    assert starts is not None and seq_lens is not None  # set in __post_init__
+    num_seqs = len(seq_lens)
+    decodes = [b for b in range(num_seqs) if starts[b + 1] - starts[b] == 1]
+    groups = []
+    for group in _length_buckets(decodes, seq_lens):
+        n = len(group)
+        lens = [seq_lens[b] for b in group]
+        num_blocks = [cdiv(length, block_size) for length in lens]
+        width = max(num_blocks)
+        length = width * block_size
+        stale = []
+        for i, (kv_len, nb) in enumerate(zip(lens, num_blocks)):
+            tail = range(kv_len, nb * block_size)  # past the end, inside the last block
+            stale += [i * length + p for p in tail]
+            if kv_len < block_size:  # the surplus copies of a partial first block too
+                stale += [i * length + j * block_size + p
+                          for j in range(nb, width) for p in range(kv_len, block_size)]
+        idx = torch.tensor(group, device=device)  # (n,)
+        table = meta.block_table[idx, :width].long()  # (n, width)
+        own = torch.arange(width, device=device)[None, :] < torch.tensor(
+            num_blocks, device=device)[:, None]  # (n, width)
+        blocks = torch.where(own, table, table[:, :1]).flatten()  # (n * width,)
+        mask = torch.arange(length, device=device)[None, :] < torch.tensor(
+            lens, device=device)[:, None]  # (n, L)
+        groups.append(_DecodeGroup(
+            rows=torch.tensor([starts[b] for b in group], device=device),
+            blocks=blocks,
+            stale=torch.tensor(stale, device=device) if stale else None,
+            mask=mask[:, None, None, :], n=n, length=length))
+    prefills = [
+        _Prefill(starts[b], starts[b + 1] - starts[b], seq_lens[b],
+                 meta.block_table[b, : cdiv(seq_lens[b], block_size)].long())
+        for b in range(num_seqs) if starts[b + 1] - starts[b] > 1]
+    return groups, prefills
 
 
 def _torch_paged_attention(
@@ -272,45 +370,34 @@ def _torch_paged_attention(
     _, num_q_heads, head_dim = query.shape
     num_blocks, block_size, num_kv_heads, _ = k_cache.shape
     group_size = num_q_heads // num_kv_heads
-    dev = query.device
-    starts = meta.query_start_loc.tolist()
-    seq_lens = meta.seq_lens.tolist()
-    block_table = meta.block_table.long()
-    k_flat = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
-    v_flat = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
+    # Gathers read 2-D views, one row per block: index_select copies a 2-D row as one
+    # memcpy, while on the 4-D cache it walks every element (about 5x slower here).
+    k_rows, v_rows = k_cache.view(num_blocks, -1), v_cache.view(num_blocks, -1)
+    key = ("torch", block_size, query.device)
+    plan = meta.per_step.get(key)
+    if plan is None:
+        plan = meta.per_step[key] = _torch_plan(meta, block_size, query.device)
+    decode_groups, prefills = plan
     out = torch.empty_like(query)
 
-    decode_seqs = [b for b in range(meta.num_seqs) if starts[b + 1] - starts[b] == 1]
-    for group in _length_buckets(decode_seqs, seq_lens):
-        n = len(group)
-        idx = torch.tensor(group, device=dev)  # (n,)
-        lens = meta.seq_lens[idx].long()  # (n,)
-        max_len = max(seq_lens[b] for b in group)
-        pos = torch.arange(max_len, device=dev)  # (L,)
-        kv_in_seq = pos[None, :] < lens[:, None]  # (n, L)
-        # Padded positions read the sequence's own slot 0 (finite data), then are masked:
-        # never a stale slot that might hold NaN (0 * NaN would poison the sum).
-        safe_pos = torch.where(kv_in_seq, pos[None, :], 0)  # (n, L)
-        slots = block_table[idx].gather(1, safe_pos // block_size) * block_size \
-            + safe_pos % block_size  # (n, L)
-        k = k_flat.index_select(0, slots.flatten()).view(n, max_len, num_kv_heads, head_dim)
-        v = v_flat.index_select(0, slots.flatten()).view(n, max_len, num_kv_heads, head_dim)
-        rows = meta.query_start_loc[idx].long()  # (n,) query row of each decode
-        q = query.index_select(0, rows).view(n, num_kv_heads, group_size, head_dim)
+    for g in decode_groups:
+        shape = (g.n, g.length, num_kv_heads, head_dim)
+        k = k_rows.index_select(0, g.blocks).view(shape)  # (n, L, Hkv, D)
+        v = v_rows.index_select(0, g.blocks).view(shape)  # (n, L, Hkv, D)
+        if g.stale is not None:
+            k.view(-1, num_kv_heads, head_dim).index_fill_(0, g.stale, 0.0)
+            v.view(-1, num_kv_heads, head_dim).index_fill_(0, g.stale, 0.0)
+        q = query.index_select(0, g.rows).view(g.n, num_kv_heads, group_size, head_dim)
         o = F.scaled_dot_product_attention(
             q, k.transpose(1, 2), v.transpose(1, 2),  # (n, Hkv, g, D) x (n, Hkv, L, D)
-            attn_mask=kv_in_seq[:, None, None, :], scale=scale)  # (n, Hkv, g, D)
-        out[rows] = o.reshape(n, num_q_heads, head_dim).to(query.dtype)  # (n, Hq, D)
+            attn_mask=g.mask, scale=scale)  # (n, Hkv, g, D)
+        out[g.rows] = o.reshape(g.n, num_q_heads, head_dim).to(query.dtype)  # (n, Hq, D)
 
-    for b in range(meta.num_seqs):
-        q_len, kv_len = starts[b + 1] - starts[b], seq_lens[b]
-        if q_len == 1:
-            continue
-        n_blk = cdiv(kv_len, block_size)
-        blocks = block_table[b, :n_blk]  # (n_blk,)
-        k = k_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
-        v = v_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
-        q = query[starts[b] : starts[b + 1]].view(q_len, num_kv_heads, group_size, head_dim)
+    for p in prefills:
+        q_len, kv_len = p.q_len, p.kv_len
+        k = k_rows.index_select(0, p.blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
+        v = v_rows.index_select(0, p.blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
+        q = query[p.start : p.start + q_len].view(q_len, num_kv_heads, group_size, head_dim)
         # Query i sits at position kv_len - q_len + i: the causal mask is aligned to the
         # *lower right* (the end of the sequence's KV). ``causal_lower_right`` says so without
         # materialising a (q, L) mask, which lets SDPA pick its fused causal kernel: it skips
@@ -322,7 +409,7 @@ def _torch_paged_attention(
             k.transpose(0, 1)[:, None].expand(-1, group_size, -1, -1),  # (Hkv, g, L, D)
             v.transpose(0, 1)[:, None].expand(-1, group_size, -1, -1),  # (Hkv, g, L, D)
             attn_mask=causal_lower_right(q_len, kv_len), scale=scale)  # (Hkv, g, q, D)
-        out[starts[b] : starts[b + 1]] = o.permute(2, 0, 1, 3).reshape(
+        out[p.start : p.start + q_len] = o.permute(2, 0, 1, 3).reshape(
             q_len, num_q_heads, head_dim).to(query.dtype)  # (q, Hq, D)
     return out
 

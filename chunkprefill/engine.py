@@ -46,6 +46,9 @@ class StepRecord:
     kv_usage: float = 0.0
     # prefix caching on: tokens each request admitted this step found in the cache
     num_cached_tokens: dict[str, int] = field(default_factory=dict)
+    # on a GPU: the forward's GPU time (CUDA events around it); duration_s is the step's
+    # host time, longer when launching the kernels takes longer than running them
+    forward_gpu_s: float | None = None
 
     @property
     def end_s(self) -> float:
@@ -175,7 +178,9 @@ class LLMEngine:
             num_prefill_tokens=out.num_prefill_tokens, num_decode_tokens=out.num_decode_tokens,
             start_s=start, duration_s=self.clock - start, preempted=list(out.preempted_req_ids),
             finished=finished, kv_usage=self.scheduler.kv_cache_manager.usage,
-            num_cached_tokens=out.num_cached_tokens))
+            num_cached_tokens=out.num_cached_tokens,
+            forward_gpu_s=None if out.is_empty else getattr(self.executor,
+                                                            "last_forward_gpu_s", None)))
         return [self._output(rid) for rid in finished]
 
     def step_decode_run(self, stop_at: float = math.inf,

@@ -59,6 +59,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # one fused op
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x32.to(x.dtype)
@@ -71,23 +73,37 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class RotaryEmbedding(nn.Module):
-    """cos/sin tables for absolute positions; inv_freq = 1 / theta^(2i / head_dim)."""
+    """cos/sin tables for absolute positions; inv_freq = 1 / theta^(2i / head_dim), always in
+    float32: in bfloat16 (8 bits of mantissa) a frequency is off by up to 0.4 %, so the angle
+    at position 4,000 is off by radians."""
 
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (D/2,)
+        self.head_dim, self.theta = head_dim, theta
+        self.register_buffer("inv_freq", self._inv_freq(None), persistent=False)  # (D/2,)
+
+    def _inv_freq(self, device: torch.device | None) -> torch.Tensor:
+        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.float, device=device)
+        return 1.0 / (self.theta ** (exponents / self.head_dim))
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        # ``model.to(torch.bfloat16)`` casts every floating buffer; recompute inv_freq in
+        # float32 on whatever device the cast left it.
+        super()._apply(fn, recurse)
+        self.inv_freq = self._inv_freq(self.inv_freq.device)
+        return self
 
     def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions.float()[:, None] * self.inv_freq[None, :]  # (T, D/2)
+        freqs = positions.float()[:, None] * self.inv_freq[None, :]  # (T, D/2) float32
         emb = torch.cat((freqs, freqs), dim=-1)  # (T, D)
-        return emb.cos(), emb.sin()
+        return emb.cos()[:, None, :], emb.sin()[:, None, :]  # (T, 1, D) float32
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x (T, heads, D) by its token's angle; cos/sin are (T, D)."""
-    cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)  # (T, 1, D)
-    return x * cos + rotate_half(x) * sin
+    """Rotate x (T, heads, D) by its token's angle; cos/sin are float32 (T, 1, D). The
+    rotation runs in float32 and the result is cast back to x's dtype."""
+    x32 = x.float()  # no copy for a float32 x
+    return (x32 * cos + rotate_half(x32) * sin).to(x.dtype)
 
 
 class Attention(nn.Module):
@@ -181,6 +197,11 @@ class ToyTransformer(nn.Module):
     def device(self) -> torch.device:
         return self.embed_tokens.weight.device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' dtype (float32 unless the model was cast), and so the KV cache's."""
+        return self.embed_tokens.weight.dtype
+
     # ------------------------------------------------------------------ Hugging Face
 
     @classmethod
@@ -235,14 +256,17 @@ class ToyTransformer(nn.Module):
         num_blocks: int,
         block_size: int,
         device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, zeroed (K, V) caches, each (num_blocks, block_size, num_kv_heads,
-        head_dim). Zeros, not empty: stale slots then hold finite numbers."""
+        head_dim), in the model's dtype unless ``dtype`` says otherwise (attention needs the
+        queries and the cache in one dtype). Zeros, not empty: stale slots then hold finite
+        numbers."""
         for name, value in (("num_blocks", num_blocks), ("block_size", block_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         device = self.device if device is None else torch.device(device)
+        dtype = self.dtype if dtype is None else dtype
         shape = (num_blocks, block_size, self.config.num_key_value_heads, self.config.head_dim)
         return [
             (torch.zeros(shape, device=device, dtype=dtype),
@@ -276,15 +300,34 @@ class ToyTransformer(nn.Module):
             raise ValueError(
                 f"kv_caches has {len(kv_caches)} layers, the model has {len(self.layers)}"
             )
-        ids = validate_token_ids(input_ids, self.config.vocab_size)
-        T = ids.shape[0]
-        cos, sin = self.rotary(positions)
-        x = self.embed_tokens(ids)  # (T, hidden)
-        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
+        first = kv_caches[0][0]
+        for k_cache, v_cache in kv_caches:  # attention checks layer 0's; the rest must match
+            for cache in (k_cache, v_cache):
+                if (cache.shape, cache.dtype, cache.device) != (
+                        first.shape, first.dtype, first.device):
+                    raise ValueError("every layer's K and V caches must have one shape, dtype "
+                                     f"and device, got {tuple(cache.shape)} {cache.dtype} "
+                                     f"{cache.device} beside {tuple(first.shape)} "
+                                     f"{first.dtype} {first.device}")
+        if input_ids.device.type == "cpu":
+            # Free on the CPU; on a GPU min/max would wait for the device (a sync inside the
+            # step), so there the ids were checked where they entered: ModelExecutor.check_prompt
+            # for prompts, and sampled ids come from an argmax over the vocabulary.
+            validate_token_ids(input_ids, self.config.vocab_size)
+        elif input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+            raise ValueError(f"input_ids must be integers, got dtype {input_ids.dtype}")
+        T = input_ids.shape[0]
+        cos, sin = self.rotary(positions)  # once per step, shared by every layer
+        x = self.embed_tokens(input_ids)  # (T, hidden)
+        slots = attn_metadata.slot_mapping
+        for i, (layer, (k_cache, v_cache)) in enumerate(zip(self.layers, kv_caches,
+                                                           strict=True)):
             attn = layer.self_attn
             q, k, v = attn.qkv(layer.input_layernorm(x), cos, sin)
-            write_kv(k, v, k_cache, v_cache, attn_metadata.slot_mapping, backend)
-            o = paged_attention(q, k_cache, v_cache, attn_metadata, attn.scale, backend)
+            check = i == 0  # the arguments of every layer are alike: check them once a step
+            write_kv(k, v, k_cache, v_cache, slots, backend, check=check)
+            o = paged_attention(q, k_cache, v_cache, attn_metadata, attn.scale, backend,
+                                check=check)
             x = x + attn.o_proj(o.reshape(T, -1))  # (T, hidden)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.norm(x)  # (T, hidden)
