@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export PYTHONHASHSEED := 0
 
-.PHONY: lab test setup browser
+.PHONY: lab test setup browser gpu
 
 setup: $(STAMP)
 
@@ -31,3 +31,12 @@ test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests
 	$(PY) -m pytest --nbval --nbval-cell-timeout=300 -p no:cacheprovider notebooks/
+
+# The GPU half (benchmarks/run_gpu.py): GPU tests, kernel and sweep benchmarks and the GPU
+# notebooks, in at most 10 minutes, results under artifacts/gpu/. Without a GPU: one line, exit 0.
+# The notebooks are found by topic, whatever their number; GPU_PY=python3 uses a Python that
+# already has a CUDA torch (the venv's torch is the CPU build).
+GPU_NOTEBOOKS ?= notebooks/*_the_attention_kernel.ipynb notebooks/*_live_gpu_timing.ipynb
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+gpu:
+	@$(GPU_PY) benchmarks/run_gpu.py --out artifacts/gpu $(GPU_NOTEBOOKS)

@@ -101,6 +101,34 @@ def half_dtype(device: Any = "cpu") -> Any:
     return torch.bfloat16
 
 
+def environment(device: Any = "cpu") -> dict[str, object]:
+    """What every stored measurement names: the device and the torch, Triton and CUDA
+    versions it ran with."""
+    import importlib.util
+    import platform
+
+    import torch
+
+    info: dict[str, object] = {
+        "device": platform.processor() or platform.machine(), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "python": platform.python_version(),
+        "triton": None}
+    if importlib.util.find_spec("triton") is not None:
+        import triton
+
+        info["triton"] = triton.__version__
+    if torch.device(device).type == "cuda":
+        target = gpu_target(device)
+        info.update(device=target.name, capability=f"{target.capability[0]}.{target.capability[1]}",
+                    shared_mem_per_block=target.max_shared_mem)
+    return info
+
+
+def describe(info: dict[str, object]) -> str:
+    """``environment()`` as one line, for a figure's title or a log's first line."""
+    return ", ".join(f"{k} {v}" for k, v in info.items() if v is not None)
+
+
 # ------------------------------------------------------------------------------- roofline
 
 

@@ -12,6 +12,7 @@ Parameter names follow Hugging Face's ``LlamaForCausalLM`` (minus the ``model.``
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -45,17 +46,17 @@ def validate_token_ids(token_ids: list[int] | torch.Tensor, vocab_size: int) -> 
     return token_ids.long()
 
 
-def _linear(in_features: int, out_features: int) -> nn.Linear:
+def _linear(in_features: int, out_features: int, **factory: Any) -> nn.Linear:
     # skip_init: no default init, so building a model never touches the global RNG.
-    return torch.nn.utils.skip_init(nn.Linear, in_features, out_features, bias=False)
+    return torch.nn.utils.skip_init(nn.Linear, in_features, out_features, bias=False, **factory)
 
 
 class RMSNorm(nn.Module):
     """x / rms(x) * weight, computed in float32 as HF Llama does."""
 
-    def __init__(self, hidden_size: int, eps: float) -> None:
+    def __init__(self, hidden_size: int, eps: float, **factory: Any) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.weight = nn.Parameter(torch.ones(hidden_size, **factory))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -110,16 +111,16 @@ class Attention(nn.Module):
     """Q/K/V/O projections with grouped-query heads; the attention itself is a choice of the
     caller (dense for the reference, paged for the engine)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, **factory: Any) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         self.scale = 1.0 / math.sqrt(self.head_dim)
-        self.q_proj = _linear(config.hidden_size, self.num_heads * self.head_dim)
-        self.k_proj = _linear(config.hidden_size, self.num_kv_heads * self.head_dim)
-        self.v_proj = _linear(config.hidden_size, self.num_kv_heads * self.head_dim)
-        self.o_proj = _linear(self.num_heads * self.head_dim, config.hidden_size)
+        self.q_proj = _linear(config.hidden_size, self.num_heads * self.head_dim, **factory)
+        self.k_proj = _linear(config.hidden_size, self.num_kv_heads * self.head_dim, **factory)
+        self.v_proj = _linear(config.hidden_size, self.num_kv_heads * self.head_dim, **factory)
+        self.o_proj = _linear(self.num_heads * self.head_dim, config.hidden_size, **factory)
 
     def qkv(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
@@ -146,11 +147,11 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) * up(x))."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, **factory: Any) -> None:
         super().__init__()
-        self.gate_proj = _linear(config.hidden_size, config.intermediate_size)
-        self.up_proj = _linear(config.hidden_size, config.intermediate_size)
-        self.down_proj = _linear(config.intermediate_size, config.hidden_size)
+        self.gate_proj = _linear(config.hidden_size, config.intermediate_size, **factory)
+        self.up_proj = _linear(config.hidden_size, config.intermediate_size, **factory)
+        self.down_proj = _linear(config.intermediate_size, config.hidden_size, **factory)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -159,39 +160,48 @@ class MLP(nn.Module):
 class DecoderLayer(nn.Module):
     """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, **factory: Any) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, **factory)
+        self.self_attn = Attention(config, **factory)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps,
+                                                **factory)
+        self.mlp = MLP(config, **factory)
 
 
 class ToyTransformer(nn.Module):
     """Llama-style decoder, float32, deterministic from ``seed`` (a local generator: building
-    a model never changes the global RNG). Inference only: forwards run under no_grad."""
+    a model never changes the global RNG). Inference only: forwards run under no_grad.
+    ``device``/``dtype`` build it in place (a model of several GB never exists in host memory
+    in float32); on another device the same seed draws other numbers."""
 
-    def __init__(self, config: ModelConfig, seed: int = 0) -> None:
+    def __init__(self, config: ModelConfig, seed: int = 0, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.config = config
+        factory = {"device": torch.device(device) if device is not None else None,
+                   "dtype": dtype}
+        factory = {k: v for k, v in factory.items() if v is not None}
         self.embed_tokens = torch.nn.utils.skip_init(
-            nn.Embedding, config.vocab_size, config.hidden_size
+            nn.Embedding, config.vocab_size, config.hidden_size, **factory
         )
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.lm_head = _linear(config.hidden_size, config.vocab_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, **factory)
+                                    for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, **factory)
+        self.lm_head = _linear(config.hidden_size, config.vocab_size, **factory)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
         self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta)
+        self.rotary.to(self.device)  # float32 whatever the weights' dtype
         self._init_weights(seed)
 
     @torch.no_grad()
     def _init_weights(self, seed: int) -> None:
         # GPT-2 / HF Llama style N(0, 0.02); norms start at 1 (set in RMSNorm).
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
         for name, p in self.named_parameters():  # a tied weight is listed once
             if not name.endswith("norm.weight"):
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+                p.copy_(torch.randn(p.shape, generator=gen, device=p.device) * 0.02)
 
     @property
     def device(self) -> torch.device:

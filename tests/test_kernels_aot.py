@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from chunkprefill.gpu import GPU_TARGETS, KiB
-from chunkprefill.kernels.launch import (
+if not torch.cuda.is_available():  # importing the kernels picks interpreter vs compiler once
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # for tests/test_kernels.py in this process
+
+from chunkprefill.gpu import GPU_TARGETS, KiB  # noqa: E402
+from chunkprefill.kernels.launch import (  # noqa: E402
     SHARED_MEM_FLOOR,
     SPILL_BOUND_BYTES,
     attention_configs,
