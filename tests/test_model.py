@@ -195,3 +195,26 @@ def test_importing_attention_does_not_import_triton() -> None:
     code = "import sys, chunkprefill.attention, chunkprefill.model; print('triton' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_fused_projections_are_the_hf_named_weights() -> None:
+    """q/k/v and gate/up run as one matmul each, over matrices whose row blocks *are* the
+    HF-named parameters: an in-place edit of one reaches the fused matmul, a cast keeps them
+    shared (no second copy of the weights), and the fused forward equals separate matmuls."""
+    model = ToyTransformer(ModelConfig.tiny(), seed=0)
+    attn, mlp = model.layers[0].self_attn, model.layers[0].mlp
+    with torch.no_grad():
+        attn.k_proj.weight.mul_(3.0)
+    x = torch.randn(5, model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    separate = torch.cat([x @ attn.q_proj.weight.T, x @ attn.k_proj.weight.T,
+                          x @ attn.v_proj.weight.T], dim=-1)
+    torch.testing.assert_close(x @ attn.qkv_weight.T, separate)
+    model.to(torch.bfloat16)
+    attn, mlp = model.layers[0].self_attn, model.layers[0].mlp
+    for fused, parts in ((attn.qkv_weight, (attn.q_proj, attn.k_proj, attn.v_proj)),
+                         (mlp.gate_up_weight, (mlp.gate_proj, mlp.up_proj))):
+        assert fused.dtype == torch.bfloat16
+        for lin in parts:
+            assert lin.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
+    names = [n for n, _ in model.named_parameters()]
+    assert "layers.0.self_attn.q_proj.weight" in names and not any("qkv" in n for n in names)
