@@ -92,10 +92,17 @@ def check_toolchain() -> str:
                            "which cannot be compiled; unset it before importing the kernels")
     versions = []
     for arch in (80, 90):  # Triton 3.9 uses ptxas for sm < 90, ptxas-blackwell from sm_90
-        out = subprocess.run([get_ptxas(arch).path, "--version"], capture_output=True,
+        out = subprocess.run([_ptxas(arch), "--version"], capture_output=True,
                              text=True, check=True).stdout
         versions.append(out.strip().splitlines()[-1])
-    return "; ".join(versions)
+    return "; ".join(dict.fromkeys(versions))
+
+
+def _ptxas(arch: int) -> str:
+    try:
+        return get_ptxas(arch).path  # newer Triton: a ptxas per architecture
+    except TypeError:
+        return get_ptxas().path  # Triton 3.4/3.5: one bundled ptxas
 
 
 def _resources(cubin: bytes) -> tuple[int, int]:
@@ -118,12 +125,31 @@ def _compile(fn, args: tuple[object, ...], kwargs: dict[str, object],
     backend = make_backend(target)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     bound, specialization, options = binder(*args, **kwargs)
-    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound,
-                                                         specialization, options)
+    options, signature, constexprs, attrs = _pack(fn, backend, kwargs, bound, specialization,
+                                                 options)
     t0 = time.perf_counter()
     kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
                             options=options.__dict__)
     return kernel, time.perf_counter() - t0
+
+
+def _pack(fn, backend, kwargs, bound, specialization, options):  # type: ignore[no-untyped-def]
+    """The binder's specialisation as ``ASTSource``'s signature, constexprs and attributes:
+    the JIT's own ``_pack_args`` where it exists (Triton 3.6+), else the same steps, which
+    3.4 and 3.5 run inline in ``JITFunction.run``."""
+    if hasattr(fn, "_pack_args"):
+        return fn._pack_args(backend, kwargs, bound, specialization, options)
+    from triton._utils import find_paths_if, get_iterable_path
+
+    options = backend.parse_options(kwargs)
+    sigvals = [x[0] for x in specialization]
+    signature = {p.name: v for p, v in zip(fn.params, sigvals)}
+    paths = find_paths_if(sigvals, lambda _, val: val == "constexpr")
+    constexprs = {path: get_iterable_path(list(bound.values()), path) for path in paths}
+    attrvals = ["" if x[0] == "constexpr" else x[1] for x in specialization]
+    attrs = {k: backend.parse_attr(get_iterable_path(attrvals, k))
+             for k in find_paths_if(attrvals, lambda _, x: isinstance(x, str))}
+    return options, signature, constexprs, attrs
 
 
 def _record(arch: int, kernel_name: str, dtype: torch.dtype, cfg: AttentionLaunch | StoreLaunch,
