@@ -19,6 +19,7 @@ Backends: ``"torch"`` (vectorised PyTorch, the CPU default) and ``"triton"`` (th
 
 from __future__ import annotations
 
+import bisect
 import importlib.util
 import itertools
 import threading
@@ -69,6 +70,31 @@ class AttentionMetadata:
     def num_tokens(self) -> int:
         return self.slot_mapping.shape[0]
 
+    def for_rows(self, rows: list[int]) -> AttentionMetadata:
+        """The metadata for attending with only these query rows (ascending), each as its own
+        1-token query that sees the keys up to its own position, as a decode does. What the
+        last layer needs when only some rows' outputs are read (the rows that sample)."""
+        starts, seq_lens = self.query_start_loc_cpu, self.seq_lens_cpu
+        assert starts is not None and seq_lens is not None  # set in __post_init__
+        seqs, lens = [], []
+        for r in rows:
+            b = bisect.bisect_right(starts, r) - 1  # the sequence row r belongs to
+            if not 0 <= b < len(seq_lens) or r >= starts[-1]:
+                raise ValueError(f"row {r} is outside the batch's {starts[-1]} query rows")
+            seqs.append(b)
+            lens.append(seq_lens[b] - (starts[b + 1] - 1 - r))  # its position + 1
+        if not rows:
+            raise ValueError("rows is empty: attend with at least one query row")
+        dev = self.seq_lens.device
+        idx = torch.tensor(seqs, dtype=torch.long, device=dev)
+        return AttentionMetadata(
+            query_start_loc=torch.arange(len(rows) + 1, dtype=torch.int32, device=dev),
+            seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev),
+            block_table=self.block_table.index_select(0, idx),
+            slot_mapping=self.slot_mapping[torch.tensor(rows, dtype=torch.long, device=dev)],
+            max_query_len=1, max_seq_len=max(lens),
+            query_start_loc_cpu=list(range(len(rows) + 1)), seq_lens_cpu=lens)
+
 
 def build_attention_metadata(
     query_lens: list[int],
@@ -104,7 +130,7 @@ def build_attention_metadata(
                 f"block_tables[{b}] has {len(table)} blocks ({len(table) * block_size} slots) "
                 f"but sequence {b} needs {c + q} slots (num_computed_tokens + query_len)"
             )
-        if any(blk < 0 for blk in table):
+        if table and min(table) < 0:
             raise ValueError(f"block_tables[{b}] holds a negative block id: {table}")
 
     # Built on the CPU (host bookkeeping), moved to the device once at the end.
@@ -190,6 +216,11 @@ def write_kv(
     num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
     k_flat = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
     v_flat = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)  # (slots, Hkv, D)
+    if slot_mapping.device.type == "cpu" and (slot_mapping.numel() == 0
+                                              or int(slot_mapping.min()) >= 0):  # no padding
+        k_flat.index_copy_(0, slot_mapping, key)  # (on a GPU, min() would be a sync)
+        v_flat.index_copy_(0, slot_mapping, value)
+        return
     keep = slot_mapping >= 0  # (T,)
     slots = slot_mapping[keep]  # (T_kept,)
     k_flat[slots] = key[keep]

@@ -104,21 +104,23 @@ class ModelExecutor:
         meta, positions = build_attention_metadata(
             query_lens, starts, [out.block_tables[r] for r in rids], self.block_size, self.device)
         ids = torch.tensor(input_ids, device=self.device)
+        # Rows that sample: the last token of each request with nothing left owed. Only their
+        # hidden states are computed through the last layer (forward's logits_indices).
+        ends = meta.query_start_loc_cpu
+        sampling = [(rid, ends[b + 1] - 1) for b, rid in enumerate(rids)
+                    if requests[rid].num_owed_tokens == 0]
         if self._cuda:  # on the stream, so they bracket the GPU's work, not the host's
             self._events = (torch.cuda.Event(enable_timing=True),
                             torch.cuda.Event(enable_timing=True))
             self._events[0].record()
         hidden = self.model.forward(ids, positions, self.kv_caches, meta,
-                                    backend=self.attention_backend)
+                                    backend=self.attention_backend,
+                                    logits_indices=[row for _, row in sampling])
         if self._cuda:
             self._events[1].record()
-        # Rows that sample: the last token of each request with nothing left owed.
-        ends = meta.query_start_loc_cpu
-        sampling = [(rid, ends[b + 1] - 1) for b, rid in enumerate(rids)
-                    if requests[rid].num_owed_tokens == 0]
         if not sampling:
             return {}, None
-        logits = self.model.compute_logits(hidden[[row for _, row in sampling]])  # (S, vocab)
+        logits = self.model.compute_logits(hidden)  # (S, vocab)
         reqs = [requests[rid] for rid, _ in sampling]
         if not self._cuda:
             return {r.request_id: self._sample(r, logits[i]) for i, r in enumerate(reqs)}, None
