@@ -52,6 +52,7 @@ class AttentionMetadata:
     # tensor would wait for the GPU to finish everything queued before it, every layer.
     query_start_loc_cpu: list[int] | None = None
     seq_lens_cpu: list[int] | None = None
+    block_table_cpu: list[list[int]] | None = None  # vLLM's BlockTable keeps one too
     # What a backend derives from this metadata once per step and every layer reuses (the
     # torch backend's gather plan); filled on the first layer's call.
     per_step: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -61,6 +62,8 @@ class AttentionMetadata:
             self.query_start_loc_cpu = [int(x) for x in self.query_start_loc.tolist()]
         if self.seq_lens_cpu is None:
             self.seq_lens_cpu = [int(x) for x in self.seq_lens.tolist()]
+        if self.block_table_cpu is None:
+            self.block_table_cpu = self.block_table.tolist()
 
     @property
     def num_seqs(self) -> int:
@@ -93,7 +96,8 @@ class AttentionMetadata:
             block_table=self.block_table.index_select(0, idx),
             slot_mapping=self.slot_mapping[torch.tensor(rows, dtype=torch.long, device=dev)],
             max_query_len=1, max_seq_len=max(lens),
-            query_start_loc_cpu=list(range(len(rows) + 1)), seq_lens_cpu=lens)
+            query_start_loc_cpu=list(range(len(rows) + 1)), seq_lens_cpu=lens,
+            block_table_cpu=[self.block_table_cpu[b] for b in seqs])  # type: ignore[index]
 
 
 def build_attention_metadata(
@@ -162,6 +166,7 @@ def build_attention_metadata(
         max_seq_len=max(seq_lens_cpu),
         query_start_loc_cpu=starts_cpu,
         seq_lens_cpu=seq_lens_cpu,
+        block_table_cpu=[list(t) for t in block_tables],
     )
     return meta, positions.to(device=device)
 
@@ -344,14 +349,15 @@ _scratch = _Scratch()
 
 @dataclass
 class _DecodeGroup:
-    """Decodes of similar length, attended as one padded batch of ``n`` rows of ``L`` keys."""
+    """Decodes of similar length, attended as one padded batch of ``n`` rows of ``L`` keys;
+    rows ``start:start + n`` of the step's decodes in bucket order."""
 
-    rows: torch.Tensor  # (n,) query row of each decode
+    start: int
+    n: int
+    length: int  # L = max_blocks * block_size
     blocks: torch.Tensor  # (n * max_blocks,) physical block per (row, logical block)
     stale: torch.Tensor | None  # rows of the gathered (n * L) keys to zero (see below)
     mask: torch.Tensor  # (n, 1, 1, L) key position < seq_len
-    n: int
-    length: int  # L = max_blocks * block_size
 
 
 @dataclass
@@ -362,51 +368,64 @@ class _Prefill:
     blocks: torch.Tensor  # (cdiv(kv_len, block_size),) physical blocks
 
 
-def _torch_plan(meta: AttentionMetadata, block_size: int,
-                device: torch.device) -> tuple[list[_DecodeGroup], list[_Prefill]]:
+@dataclass
+class _TorchPlan:
+    decode_rows: torch.Tensor | None  # (N,) query row of every decode, in bucket order
+    decodes: list[_DecodeGroup]
+    prefills: list[_Prefill]
+
+
+def _torch_plan(meta: AttentionMetadata, block_size: int, device: torch.device) -> _TorchPlan:
     """Everything the torch backend derives from the metadata, once per step (every layer has
     the same sequences): decode buckets, their gather indices and masks, the prefill chunks.
+    Built from the host lists in a handful of tensors, so a step pays a few copies to the
+    device, not a few per bucket.
 
     K/V are gathered a whole block at a time (one index per ``block_size`` tokens, a few
     times faster than one per token). A padded row's surplus blocks repeat the sequence's own
     first block, and the slots past ``seq_len`` in its last block (or in a repeated partial
     block) are zeroed after the gather: a slot no sequence owns may hold anything, even NaN,
     and a masked NaN still poisons the softmax sum (0 * NaN)."""
-    starts, seq_lens = meta.query_start_loc_cpu, meta.seq_lens_cpu
-    assert starts is not None and seq_lens is not None  # set in __post_init__
+    starts, seq_lens, tables = meta.query_start_loc_cpu, meta.seq_lens_cpu, meta.block_table_cpu
+    assert starts is not None and seq_lens is not None and tables is not None  # __post_init__
     num_seqs = len(seq_lens)
     decodes = [b for b in range(num_seqs) if starts[b + 1] - starts[b] == 1]
-    groups = []
+    rows, lens, blocks, stale, spans = [], [], [], [], []
     for group in _length_buckets(decodes, seq_lens):
-        n = len(group)
-        lens = [seq_lens[b] for b in group]
-        num_blocks = [cdiv(length, block_size) for length in lens]
-        width = max(num_blocks)
+        width = max(cdiv(seq_lens[b], block_size) for b in group)
         length = width * block_size
-        stale = []
-        for i, (kv_len, nb) in enumerate(zip(lens, num_blocks)):
-            tail = range(kv_len, nb * block_size)  # past the end, inside the last block
-            stale += [i * length + p for p in tail]
+        first_block, first_stale = len(blocks), len(stale)
+        for i, b in enumerate(group):
+            kv_len = seq_lens[b]
+            nb = cdiv(kv_len, block_size)
+            own = tables[b][:nb]
+            blocks += own + own[:1] * (width - nb)  # padding repeats the first block
+            base = i * length
+            stale += range(base + kv_len, base + nb * block_size)  # past the end, last block
             if kv_len < block_size:  # the surplus copies of a partial first block too
-                stale += [i * length + j * block_size + p
+                stale += [base + j * block_size + p
                           for j in range(nb, width) for p in range(kv_len, block_size)]
-        idx = torch.tensor(group, device=device)  # (n,)
-        table = meta.block_table[idx, :width].long()  # (n, width)
-        own = torch.arange(width, device=device)[None, :] < torch.tensor(
-            num_blocks, device=device)[:, None]  # (n, width)
-        blocks = torch.where(own, table, table[:, :1]).flatten()  # (n * width,)
-        mask = torch.arange(length, device=device)[None, :] < torch.tensor(
-            lens, device=device)[:, None]  # (n, L)
-        groups.append(_DecodeGroup(
-            rows=torch.tensor([starts[b] for b in group], device=device),
-            blocks=blocks,
-            stale=torch.tensor(stale, device=device) if stale else None,
-            mask=mask[:, None, None, :], n=n, length=length))
-    prefills = [
+            rows.append(starts[b])
+            lens.append(kv_len)
+        spans.append((len(rows) - len(group), len(group), length, first_block, len(blocks),
+                      first_stale, len(stale)))
+    plan = _TorchPlan(None, [], [])
+    if rows:
+        plan.decode_rows = torch.tensor(rows, device=device)
+        blocks_t = torch.tensor(blocks, device=device)
+        stale_t = torch.tensor(stale, dtype=torch.long, device=device)
+        lens_t = torch.tensor(lens, device=device)
+        positions = torch.arange(max(span[2] for span in spans), device=device)
+        for start, n, length, b0, b1, s0, s1 in spans:
+            mask = positions[:length][None, :] < lens_t[start:start + n, None]  # (n, L)
+            plan.decodes.append(_DecodeGroup(start, n, length, blocks_t[b0:b1],
+                                             stale_t[s0:s1] if s1 > s0 else None,
+                                             mask[:, None, None, :]))
+    plan.prefills = [
         _Prefill(starts[b], starts[b + 1] - starts[b], seq_lens[b],
-                 meta.block_table[b, : cdiv(seq_lens[b], block_size)].long())
+                 torch.tensor(tables[b][: cdiv(seq_lens[b], block_size)], device=device))
         for b in range(num_seqs) if starts[b + 1] - starts[b] > 1]
-    return groups, prefills
+    return plan
 
 
 def _torch_paged_attention(
@@ -434,10 +453,12 @@ def _torch_paged_attention(
     plan = meta.per_step.get(key)
     if plan is None:
         plan = meta.per_step[key] = _torch_plan(meta, block_size, query.device)
-    decode_groups, prefills = plan
     out = torch.empty_like(query)
 
-    for g in decode_groups:
+    if plan.decode_rows is not None:  # one gather of the decodes' queries, one scatter back
+        q_all = query.index_select(0, plan.decode_rows)  # (N, Hq, D), bucket order
+        o_all = torch.empty_like(q_all)
+    for g in plan.decodes:
         shape = (g.n, g.length, num_kv_heads, head_dim)
         rows = g.blocks.shape[0]
         buf = _scratch.take(2 * rows * k_rows.shape[1], k_cache)  # K then V, reused
@@ -447,13 +468,15 @@ def _torch_paged_attention(
         if g.stale is not None:
             k.view(-1, num_kv_heads, head_dim).index_fill_(0, g.stale, 0.0)
             v.view(-1, num_kv_heads, head_dim).index_fill_(0, g.stale, 0.0)
-        q = query.index_select(0, g.rows).view(g.n, num_kv_heads, group_size, head_dim)
+        q = q_all[g.start : g.start + g.n].view(g.n, num_kv_heads, group_size, head_dim)
         o = F.scaled_dot_product_attention(
             q, k.transpose(1, 2), v.transpose(1, 2),  # (n, Hkv, g, D) x (n, Hkv, L, D)
             attn_mask=g.mask, scale=scale)  # (n, Hkv, g, D)
-        out[g.rows] = o.reshape(g.n, num_q_heads, head_dim).to(query.dtype)  # (n, Hq, D)
+        o_all[g.start : g.start + g.n] = o.view(g.n, num_q_heads, head_dim)
+    if plan.decode_rows is not None:
+        out.index_copy_(0, plan.decode_rows, o_all)
 
-    for p in prefills:
+    for p in plan.prefills:
         q_len, kv_len = p.q_len, p.kv_len
         k = k_rows.index_select(0, p.blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
         v = v_rows.index_select(0, p.blocks).view(-1, num_kv_heads, head_dim)[:kv_len]  # (L,Hkv,D)
