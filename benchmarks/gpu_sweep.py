@@ -5,7 +5,7 @@
 2. chunking overhead: total prefill time chunked / unchunked, for chunk sizes 256..2048;
 3. tile effect: chunk sizes around a multiple of 64/128 (240..272);
 4. the trade-off: the long prompt's TTFT and the decodes' P99 ITL vs the budget, with only
-   the budget changing (``experiments.tradeoff_sweep``).
+   the budget changing (``lab.tradeoff_sweep``).
 Every value is a median over interleaved repeats, with its 95% bootstrap interval in the CSV.
 
 On a GPU: the Triton backend, the GPU's 16-bit dtype (bf16 from Ampere on, else fp16), and a
@@ -29,15 +29,14 @@ from pathlib import Path
 import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
-from chunkprefill.experiments import (
+from chunkprefill.gpu import describe, environment, gpu_peaks, half_dtype, size_weight_bound_model
+from chunkprefill.lab.stall import (
     TRADEOFF_BUDGETS,
     TRADEOFF_WORKLOAD,
     StallWorkload,
-    chunking_overhead,
-    step_time_vs_tokens,
     tradeoff_sweep,
 )
-from chunkprefill.gpu import describe, environment, gpu_peaks, half_dtype, size_weight_bound_model
+from chunkprefill.lab.step_cost import chunking_overhead, step_time_vs_tokens
 from chunkprefill.timing import clock_label
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -117,8 +116,9 @@ def main() -> None:
     bs = tradeoff_sweep(model, wl, budgets, max_model_len=max_len, device=device)
     write_csv(a.out / "tradeoff.csv", ["budget", "chunks", "long_ttft", "long_ttft_low",
                                         "long_ttft_high", "p99_itl", "p99_itl_low", "p99_itl_high"],
-              [[p.budget, p.num_chunks, p.long_ttft.median, p.long_ttft.low, p.long_ttft.high,
-                p.p99_itl.median, p.p99_itl.low, p.p99_itl.high] for p in bs])
+              [[p.budget, p.num_chunks, p.long_ttft_ci.median, p.long_ttft_ci.low,
+                p.long_ttft_ci.high,
+                p.p99_itl_ci.median, p.p99_itl_ci.low, p.p99_itl_ci.high] for p in bs])
     import matplotlib
 
     matplotlib.use("Agg")  # a script writing files, not a notebook
@@ -134,8 +134,9 @@ def main() -> None:
     ax[1, 0].plot(tiles, [t.median / n * 1e6 for n, t in zip(tiles, tt)], "o-")
     ax[1, 0].set(xlabel="tokens in step", ylabel="us per token", title="tile effect")
     names = [str(p.budget) for p in bs]
-    ax[1, 1].plot(names, [p.p99_itl.median * 1e3 for p in bs], "o-", label="decodes' P99 ITL")
-    ax[1, 1].plot(names, [p.long_ttft.median * 1e3 for p in bs], "s-", label="long prompt's TTFT")
+    ax[1, 1].plot(names, [p.p99_itl_ci.median * 1e3 for p in bs], "o-", label="decodes' P99 ITL")
+    ax[1, 1].plot(names, [p.long_ttft_ci.median * 1e3 for p in bs], "s-",
+                  label="long prompt's TTFT")
     ax[1, 1].set(xlabel="budget", ylabel="ms", title="the trade-off: only the budget changes")
     ax[1, 1].legend()
     fig.suptitle(f"{label}\n{describe(environment(device))}", fontsize=9)
@@ -147,8 +148,8 @@ def main() -> None:
     for c, r in oh.items():
         print(f"chunk={c:5d}  chunked/unchunked={r.fmt(1, 'x', 3)}")
     for p in bs:
-        print(f"budget={p.budget} ({p.num_chunks} chunks)  p99_itl={p.p99_itl.fmt()}  "
-              f"long_ttft={p.long_ttft.fmt()}")
+        print(f"budget={p.budget} ({p.num_chunks} chunks)  p99_itl={p.p99_itl_ci.fmt()}  "
+              f"long_ttft={p.long_ttft_ci.fmt()}")
 
 
 if __name__ == "__main__":

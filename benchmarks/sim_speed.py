@@ -4,7 +4,7 @@ H100 (cost-model presets) through the real engine loop and the real ``Scheduler`
 The simulator's cost is per *request-step* (one request scheduled in one step). Steps that
 admit or prefill a request go through ``schedule()`` / ``update_from_output()`` one at a
 time; decode-only stretches between arrivals go through the fast path
-(``sim.fast_forward.advance_decode_run``), which costs one pass over the running requests per
+(``chunkprefill.fast_forward``), which costs one pass over the running requests per
 stretch instead of one per step. The benchmark runs the same workload both ways, side by
 side, checks that the step logs are identical, and prints the ratio.
 
@@ -28,7 +28,8 @@ import statistics
 import time
 import timeit
 
-from chunkprefill.sim import CostModel, scheduler_config_for, simulate
+from chunkprefill import SchedulerConfig
+from chunkprefill.sim import CostModel, simulate
 from chunkprefill.workload import WORKLOADS, named_workload
 
 TARGET_S = 5.0
@@ -40,8 +41,8 @@ def main() -> None:
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="sharegpt_like")
     ap.add_argument("--qps", type=float, default=4.0)
     ap.add_argument("--budget", type=int, default=2048)
-    ap.add_argument("--policy", choices=("chunked", "prefill_or_decode", "prefill_first"),
-                    default="chunked")
+    ap.add_argument("--batching", choices=("mixed", "prefill_or_decode", "prefill_first"),
+                    default="mixed")
     ap.add_argument("--repeats", type=int, default=3, choices=range(1, 100), metavar="N",
                     help="fast runs to time (1-99)")
     ap.add_argument("--no-compare", dest="compare", action="store_false",
@@ -53,7 +54,8 @@ def main() -> None:
     t0 = time.perf_counter()
     wl = named_workload(a.workload, a.requests, a.qps, seed=0, max_model_len=mml)
     gen_s = time.perf_counter() - t0
-    sc = scheduler_config_for(a.policy, a.budget, mml)
+    sc = SchedulerConfig.for_budget(None if a.batching == "prefill_first" else a.budget,
+                                    max_model_len=mml, batching=a.batching)
     if a.profile:
         prof = cProfile.Profile()
         prof.enable()
@@ -73,10 +75,10 @@ def main() -> None:
     print(f"this machine's pure-Python speed: sum(range(1000)) takes {ref:.1f} us "
           f"(the simulator is pure Python: its time scales with this)")
     print(f"workload: {a.requests} {a.workload} requests at {a.qps:g} QPS (generated in "
-          f"{gen_s:.2f} s), policy {a.policy}, budget {a.budget}: {len(steps)} steps, "
+          f"{gen_s:.2f} s), batching {a.batching}, budget {a.budget}: {len(steps)} steps, "
           f"{req_steps} request-steps, {steps[-1].end_s:.0f} s simulated; "
           f"{res.engine.num_fast_forward_steps / len(steps):.0%} of steps via the fast path")
-    print(f"P99 TBT {res.p99_tbt * 1e3:.1f} ms, median TTFT {res.median_ttft * 1e3:.0f} ms, "
+    print(f"P99 TBT {res.p99_itl * 1e3:.1f} ms, median TTFT {res.median_ttft * 1e3:.0f} ms, "
           f"median scheduling delay {res.median_scheduling_delay:.3f} s")
     print("simulate() wall, seconds, each run: " + " ".join(f"{w:.2f}" for w in walls))
     us = best / req_steps * 1e6

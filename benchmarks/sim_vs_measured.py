@@ -1,20 +1,20 @@
 """Calibrate the cost model on this machine, then predict a workload it never saw.
 
 1. Profile: run the toy model (``ModelConfig.small()``, PyTorch attention backend) through
-   the engine over ``toy_profile.toy_profile_workloads`` (prefill chunks of many sizes and depths,
-   decode batches of many sizes) and fit the cost model's five terms to the measured step
-   times (``sim.fit_cost_model``).
+   the engine over ``lab.calibrate_toy.toy_profile_workloads`` (prefill chunks of many sizes
+   and depths, decode batches of many sizes) and fit the cost model's five terms to the
+   measured step times (``sim.fit_cost_model``).
 2. Held out: a Poisson workload with other lengths and arrivals
-   (``toy_profile.toy_heldout_workload``), run ``--repeats`` times on the toy model (measured) and
-   once through the same engine with ``CostModelExecutor`` (predicted; step jitter drawn
-   with the spread the calibration measured).
+   (``lab.calibrate_toy.toy_heldout_workload``), run ``--repeats`` times on the toy model
+   (measured) and once through the same engine with ``CostModelExecutor`` (predicted; step
+   jitter drawn with the spread the calibration measured).
 3. Print measured (median over repeats) and predicted P99 ITL and median TTFT; the last
    line is ``p99_itl_err=<relative error> ttft_err=<relative error>``.
 
 A shared CPU drifts: the same step can take 30% longer a minute later. So profiling runs
 and held-out repeats alternate in time (both see the same mix of conditions), and
 steps are timed by thread CPU time with torch pinned to one thread (``--clock thread``,
-see ``toy_profile.ThreadTimeExecutor``): wall-clock time would also count waiting for a core.
+see ``lab.calibrate_toy.ThreadTimeExecutor``): wall-clock time would also count waiting for a core.
 ``--clock wall`` uses the engine's wall clock instead.
 Run: python benchmarks/sim_vs_measured.py [--repeats 5] [--seed 0] [--clock thread]
 (about two minutes on a 2-core machine).
@@ -29,14 +29,14 @@ import time
 import torch
 
 from chunkprefill import CacheConfig, ModelConfig, SchedulerConfig, ToyTransformer
-from chunkprefill.sim import ModelSpec, fit_cost_model, simulate
-from chunkprefill.toy_profile import (
+from chunkprefill.lab.calibrate_toy import (
     measure_toy,
     profile_toy,
     toy_heldout_workload,
     toy_profile_workloads,
     warm_up_toy,
 )
+from chunkprefill.sim import ModelSpec, fit_cost_model, simulate
 
 
 def main() -> None:
@@ -80,7 +80,7 @@ def main() -> None:
           f"~{len(runs[0].step_log)} steps per run, simulated {len(predicted.step_log)} steps "
           f"in {predicted.wall_s:.3f} s")
 
-    rows = [("P99 ITL", lambda r: r.p99_tbt),
+    rows = [("P99 ITL", lambda r: r.p99_itl),
             ("median TTFT", lambda r: r.median_ttft),
             ("median ITL", lambda r: r.summary["itl"]["p50"]),
             ("P99 TTFT", lambda r: r.summary["ttft"]["p99"])]

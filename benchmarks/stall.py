@@ -20,8 +20,8 @@ import argparse
 
 import torch
 
-from chunkprefill import ModelConfig, ToyTransformer
-from chunkprefill.experiments import StallWorkload, compare_stall, run_stall, stall_config
+from chunkprefill import ModelConfig, SchedulerConfig, ToyTransformer
+from chunkprefill.lab.stall import StallWorkload, compare_stall, run_stall
 from chunkprefill.timing import clock_label
 
 
@@ -40,16 +40,16 @@ def main() -> None:
     model = ToyTransformer(ModelConfig.small(), seed=0)
     wl = StallWorkload(long_prompt_len=a.long_len)
     max_len = 2 * a.long_len
-    configs = {"no-chunk": stall_config(None, max_len),
-               f"chunk-{a.budget}": stall_config(a.budget, max_len)}
+    configs = {"no-chunk": SchedulerConfig.for_budget(None, max_model_len=max_len, chunked=False),
+               f"chunk-{a.budget}": SchedulerConfig.for_budget(a.budget, max_model_len=max_len)}
     run_stall(model, StallWorkload(num_decodes=4, decode_output_len=8, long_prompt_len=64,
                                    long_arrival_steps=(2,)), configs["no-chunk"])  # warm-up
     cmp = compare_stall(model, wl, configs, repeats=a.repeats)
     print(f"step clock: {clock_label('cpu')}; {a.repeats} interleaved repeats; "
           "median [95% bootstrap interval]")
     for label in configs:
-        print(f"{label:>10}  P99 ITL {cmp.p99_itl(label).fmt():>24}  P50 ITL "
-              f"{cmp.p50_itl(label).fmt():>20}  long TTFT {cmp.long_ttft(label).fmt():>26}")
+        print(f"{label:>10}  P99 ITL {cmp.p99_itl_ci(label).fmt():>24}  P50 ITL "
+              f"{cmp.p50_itl_ci(label).fmt():>20}  long TTFT {cmp.long_ttft_ci(label).fmt():>26}")
     chunked = f"chunk-{a.budget}"
     p99 = cmp.ratio("p99_itl", "no-chunk", chunked)
     ttft = cmp.ratio("long_ttft", chunked, "no-chunk")

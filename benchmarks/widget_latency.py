@@ -2,12 +2,12 @@
 update function and the PNG the widget then shows), over a sweep of slider values; prints
 the median and max milliseconds per update.
 
-1. The trace panel (notebook 02), as its widget does it on a move: ``trace_panel_update``
+1. The trace panel (the article's trace), as its widget does it on a move: ``trace_panel_update``
    (run the scheduler trace, redraw the panel's figure, which the panel keeps and passes
    back as ``fig=``), then ``figure_png`` (draw it, encode the PNG). One update at the
    default position comes first, untimed, as the panel's own first render does. For
    reference, one more row: every position with a new figure each time (no ``fig=``).
-2. The chunk-size dashboard (notebook 06): ``chunk_dashboard_update``, whose result holds
+2. The chunk-size dashboard: ``chunk_dashboard_update``, whose result holds
    the PNG bytes; over the positions of the precomputed sweep (what its sliders read; the
    sweep itself is measured first, with a progress bar, and not timed), then positions
    outside it ("COLD": measured on the toy model and drawn on first visit).
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from chunkprefill import widgets
+from chunkprefill.course import panels
 
 BAR_MS = 150.0
 UNJUDGED = ("COLD", "(reference)")
@@ -56,7 +56,7 @@ def report(rows: list[tuple[str, str, list[tuple[float, float]]]]) -> None:
 
 
 class TracePanelMove:
-    """What the trace panel's widget runs on a slider move (see ``widgets.trace_panel``):
+    """What the trace panel's widget runs on a slider move (see ``panels.trace_panel``):
     the update, reusing the panel's figure, then the PNG for its ``Image``."""
 
     def __init__(self, reuse: bool = True) -> None:
@@ -64,20 +64,20 @@ class TracePanelMove:
         self.fig: Figure | None = None
 
     def __call__(self, **values: Any) -> bytes | None:
-        _, fig, _ = widgets.trace_panel_update(**values, fig=self.fig if self.reuse else None)
+        _, fig, _ = panels.trace_panel_update(**values, fig=self.fig if self.reuse else None)
         if fig is None:  # refused: the panel shows the scheduler's message, no picture
             return None
         self.fig = fig
-        return widgets.figure_png(fig)
+        return panels.figure_png(fig)
 
 
 def trace_panel_rows() -> list[tuple[str, str, list[tuple[float, float]]]]:
     base = {"budget": 16, "num_decodes": 6, "prompt_len": 40, "threshold": 0, "chunked": True}
     sweeps = {
-        "budget": list(range(widgets.BUDGET_RANGE[0], widgets.BUDGET_RANGE[1] + 1, 9)),
-        "num_decodes": list(range(widgets.DECODES_RANGE[0], widgets.DECODES_RANGE[1] + 1, 2)),
-        "prompt_len": list(range(widgets.PROMPT_RANGE[0], widgets.PROMPT_RANGE[1] + 1, 9)),
-        "threshold": list(range(widgets.THRESHOLD_RANGE[0], widgets.THRESHOLD_RANGE[1] + 1, 5)),
+        "budget": list(range(panels.BUDGET_RANGE[0], panels.BUDGET_RANGE[1] + 1, 9)),
+        "num_decodes": list(range(panels.DECODES_RANGE[0], panels.DECODES_RANGE[1] + 1, 2)),
+        "prompt_len": list(range(panels.PROMPT_RANGE[0], panels.PROMPT_RANGE[1] + 1, 9)),
+        "threshold": list(range(panels.THRESHOLD_RANGE[0], panels.THRESHOLD_RANGE[1] + 1, 5)),
         "chunked": [False, True, False, True],
     }
     move = TracePanelMove()
@@ -94,33 +94,33 @@ def trace_panel_rows() -> list[tuple[str, str, list[tuple[float, float]]]]:
 
 
 def chunk_dashboard_rows(quick: bool) -> list[tuple[str, str, list[tuple[float, float]]]]:
-    data = widgets.ChunkDashboardData()
-    thresholds = (0,) if quick else widgets.DASH_THRESHOLDS
+    data = panels.ChunkDashboardData()
+    thresholds = (0,) if quick else panels.DASH_THRESHOLDS
     t0 = time.perf_counter()
-    data.precompute(budgets=widgets.DASH_BUDGETS, thresholds=thresholds)
+    data.precompute(budgets=panels.DASH_BUDGETS, thresholds=thresholds)
     print(f"precomputed {len(data.runs)} measured runs and their panels in "
           f"{time.perf_counter() - t0:.0f} s (not part of the timings below)")
 
-    def up(*args: Any, **kwargs: Any) -> widgets.DashboardView:
-        view = widgets.chunk_dashboard_update(data, *args, **kwargs)
+    def up(*args: Any, **kwargs: Any) -> panels.DashboardView:
+        view = panels.chunk_dashboard_update(data, *args, **kwargs)
         assert view.error is not None or view.png, "a drawn position without its PNG"
         return view
 
     rows: list[tuple[str, str, list[tuple[float, float]]]] = []
-    budgets = list(widgets.DASH_BUDGETS) * 2
+    budgets = list(panels.DASH_BUDGETS) * 2
     rows.append(("chunk dashboard", "token budget (precomputed)",
                  time_updates(lambda b: up(b), budgets)))
     rows.append(("chunk dashboard", "chunking off x budget (precomputed / refused)",
-                 time_updates(lambda b: up(b, chunked=False), widgets.DASH_BUDGETS)))
+                 time_updates(lambda b: up(b, chunked=False), panels.DASH_BUDGETS)))
     if not quick:
-        pos = [(b, t) for b in widgets.DASH_BUDGETS for t in widgets.DASH_THRESHOLDS]
+        pos = [(b, t) for b in panels.DASH_BUDGETS for t in panels.DASH_THRESHOLDS]
         rows.append(("chunk dashboard", "threshold x budget (precomputed)",
                      time_updates(lambda bt: up(bt[0], bt[1]), pos)))
-    sources = {up(b).source for b in widgets.DASH_BUDGETS}
+    sources = {up(b).source for b in panels.DASH_BUDGETS}
     assert sources == {"precomputed"}, sources
     cold: list[tuple[float, float]] = []
-    for name, values in (("long_prompt_len", widgets.DASH_LONG_LENS),
-                         ("num_decodes", widgets.DASH_DECODES), ("rate", widgets.DASH_RATES)):
+    for name, values in (("long_prompt_len", panels.DASH_LONG_LENS),
+                         ("num_decodes", panels.DASH_DECODES), ("rate", panels.DASH_RATES)):
         default = getattr(data.base, name)
         todo = [v for v in values if v != default][: 1 if quick else None]
         cold += time_updates(lambda v, name=name: up(256, **{name: v}), todo)

@@ -1,6 +1,6 @@
 """Command line.
 
-``python -m chunkprefill trace --budget 16 --decodes 6 --prompt 40``: the seed's trace.
+``python -m chunkprefill trace --budget 16 --decodes 6 --prompt 40``: the article's trace.
 ``python -m chunkprefill prefill-time --model yi-34b --tp 2 --hardware a100-80gb-pcie
 --prompt-len 8192 --chunk-size 512``: one prompt's prefill alone, predicted chunk by chunk
 by the cost model (calibrated on real measurements where the setup has a calibration);
@@ -17,9 +17,9 @@ from typing import Any
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.trace import (
+    article_trace_requests,
     format_trace_table,
     run_trace,
-    seed_trace_requests,
     with_shared_prefix,
 )
 
@@ -74,7 +74,7 @@ class _OneLineErrors(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineErrors(prog="python -m chunkprefill", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_OneLineErrors)
-    t = sub.add_parser("trace", help="the seed's token-budget trace: decodes + one long prompt")
+    t = sub.add_parser("trace", help="the article's token-budget trace: decodes + one long prompt")
     t.add_argument("--budget", type=_positive("--budget"), default=16,
                    help="max_num_batched_tokens (default 16)")
     t.add_argument("--decodes", type=_positive("--decodes", 0), default=6,
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    default="mixed",
                    help="mixed: vLLM V1 (prompt chunks beside decodes, default); "
                    "prefill_or_decode: SGLang's default (a step is prefill or decode); "
-                   "prefill_first: whole prompts first (vLLM V0, nano-vllm)")
+                   "prefill_first: whole prompts first (vLLM V0 with chunking off)")
     t.add_argument("--long-prefill-token-threshold-adaptive",
                    action=argparse.BooleanOptionalAction, default=False,
                    help="floor --threshold at budget // (running + waiting) (default off)")
@@ -201,14 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prefill-time":
         return _prefill_time(parser, args)
     try:
-        sc = SchedulerConfig(
-            max_num_batched_tokens=args.budget,
-            max_num_seqs=args.max_num_seqs or min(128, args.budget),
-            enable_chunked_prefill=not args.no_chunking,
-            long_prefill_token_threshold=args.threshold,
-            max_model_len=args.max_model_len or 8192,
-            policy=args.policy,
-            batching=args.batching,
+        sc = SchedulerConfig.for_budget(
+            args.budget, max_model_len=args.max_model_len or 8192,
+            max_num_seqs=args.max_num_seqs, chunked=not args.no_chunking,
+            threshold=args.threshold, batching=args.batching, policy=args.policy,
             long_prefill_token_threshold_adaptive=args.long_prefill_token_threshold_adaptive,
             prefill_schedule_interval=args.prefill_schedule_interval,
             max_num_active_seqs=args.max_num_active_seqs,
@@ -217,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         cc = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks,
                          enable_prefix_caching=args.shared_prefix is not None)
-        reqs = seed_trace_requests(args.decodes, args.prompt, args.decode_len,
+        reqs = article_trace_requests(args.decodes, args.prompt, args.decode_len,
                                    args.arrival_step, args.prompt_output)
         if args.prompt_priority:
             reqs[-1] = dataclasses.replace(reqs[-1], priority=args.prompt_priority)

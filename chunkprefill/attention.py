@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from chunkprefill.config import cdiv
+from chunkprefill.checks import cdiv
 
 BACKENDS = ("torch", "triton")
 
@@ -212,7 +212,7 @@ def write_kv(
     ``check=False`` skips the argument checks (the model checks its first layer's, once)."""
     _check_backend(backend)
     if backend == "triton":
-        from chunkprefill.kernels import reshape_and_cache
+        from chunkprefill.kernels.kv_store import reshape_and_cache
 
         reshape_and_cache(key, value, k_cache, v_cache, slot_mapping, check=check)
         return
@@ -294,7 +294,7 @@ def paged_attention(
     ``check=False`` skips the argument checks (the model checks its first layer's, once)."""
     _check_backend(backend)
     if backend == "triton":
-        from chunkprefill.kernels import unified_attention
+        from chunkprefill.kernels.unified_attention import unified_attention
 
         return unified_attention(
             query, k_cache, v_cache,

@@ -4,64 +4,10 @@ never deep inside the scheduler or torch. Imports no torch."""
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass
 
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division (numpy arrays too): blocks for a number of tokens, tiles for rows."""
-    return -(-a // b)
-
-
-def check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    """Return ``value`` as an int, or raise a ``ValueError`` naming ``name`` and the allowed
-    range unless it is an integer (numpy's too; not a bool) with ``lo <= value (<= hi)``.
-    The one validator every config, request and workload class uses."""
-    if type(value) is int and value >= lo and (hi is None or value <= hi):
-        return value  # the common case, cheaply: requests are checked by the thousand
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
-            or value < lo or (hi is not None and value > hi):
-        rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
-    return int(value)
-
-
-def check_float(name: str, value: object, lo: float, hi: float | None = None,
-                lo_open: bool = False) -> float:
-    """Return ``value`` as a float, or raise a ``ValueError`` naming ``name`` and the allowed
-    range unless it is a finite real number (not a bool) with ``lo <= value`` (``lo <
-    value`` if ``lo_open``) and ``value <= hi``. ``check_int``'s twin for real numbers."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value) or value < lo or (lo_open and value == lo) \
-            or (hi is not None and value > hi):
-        left = f"> {lo:g}" if lo_open else f">= {lo:g}"
-        rng = left if hi is None else f"in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
-        raise ValueError(f"{name} must be a finite number {rng}, got {value!r}")
-    return float(value)
-
-
-def check_positive(name: str, value: object, allow_zero: bool = False) -> float:
-    """``check_float`` for a finite number > 0 (``>= 0`` with ``allow_zero``)."""
-    return check_float(name, value, 0.0, lo_open=not allow_zero)
-
-
-def check_priority(value: object) -> int:
-    """A request's ``priority``: any integer (vLLM's type; lower is served first)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"priority must be an integer (lower = served first), got {value!r}")
-    return int(value)
-
-
-def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-
-
-def _check_bool(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-
+from chunkprefill.checks import check_bool, check_choice, check_int
 
 POLICIES = ("fcfs", "priority")
 BATCHING_STYLES = ("mixed", "prefill_or_decode", "prefill_first")
@@ -97,12 +43,14 @@ class SchedulerConfig:
     (``get_next_batch_to_run`` in ``python/sglang/srt/managers/scheduler.py`` runs the
     prefill batch "first if possible", decodes otherwise) and mini-sglang
     (``_schedule_next_batch`` in ``python/minisgl/scheduler/scheduler.py``: the prefill
-    manager's batch, else the decode manager's). SGLang keeps at most one partly
-    prefilled request; here every running prompt's chunk is served, in admission order.
+    manager's batch, else the decode manager's) and nano-vllm since April 2026
+    (``Scheduler.schedule`` in ``nanovllm/engine/scheduler.py`` cuts the step's first
+    waiting prompt to the budget left and returns a prefill batch if it scheduled any).
+    SGLang and nano-vllm keep at most one partly prefilled request; here every running
+    prompt's chunk is served, in admission order.
     ``"prefill_first"``: whole new prompts first; decodes only in steps that admitted none:
-    vLLM V0's scheduler with chunking off and nano-vllm (``Scheduler.schedule`` in
-    ``nanovllm/engine/scheduler.py`` returns the prefill batch if it admitted anyone). Its
-    budget must hold a whole prompt and it takes no threshold.
+    vLLM V0's scheduler with chunking off. Its budget must hold a whole prompt and it takes
+    no threshold.
     """
 
     max_num_batched_tokens: int = 2048
@@ -123,12 +71,12 @@ class SchedulerConfig:
         check_int("max_num_seqs", self.max_num_seqs, 1)
         check_int("max_model_len", self.max_model_len, 2)
         check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
-        _check_choice("policy", self.policy, POLICIES)
-        _check_choice("batching", self.batching, BATCHING_STYLES)
-        _check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
-        _check_bool("long_prefill_token_threshold_adaptive",
+        check_choice("policy", self.policy, POLICIES)
+        check_choice("batching", self.batching, BATCHING_STYLES)
+        check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
+        check_bool("long_prefill_token_threshold_adaptive",
                     self.long_prefill_token_threshold_adaptive)
-        _check_bool("scheduler_reserve_full_isl", self.scheduler_reserve_full_isl)
+        check_bool("scheduler_reserve_full_isl", self.scheduler_reserve_full_isl)
         check_int("prefill_schedule_interval", self.prefill_schedule_interval, 1)
         if self.max_num_active_seqs is not None:
             check_int("max_num_active_seqs", self.max_num_active_seqs, 1, self.max_num_seqs)
@@ -177,6 +125,24 @@ class SchedulerConfig:
                 f"prompts only), got {self.long_prefill_token_threshold}"
             )
 
+    @classmethod
+    def for_budget(cls, budget: int | None, *, max_model_len: int, batching: str = "mixed",
+                   chunked: bool = True, threshold: int = 0, max_num_seqs: int | None = None,
+                   **knobs: object) -> SchedulerConfig:
+        """The one way the course builds a config around a token budget.
+
+        ``budget=None``: the smallest budget vLLM allows without chunking, ``max_model_len``.
+        ``max_num_seqs`` defaults to ``min(128, budget)`` (vLLM's default, lowered where the
+        budget could not give every seat a token); a value given is kept as given, and
+        refused if the budget cannot serve it. ``batching="prefill_first"`` schedules whole
+        prompts only, so it turns chunking off. ``knobs``: any other field, by name."""
+        budget = max_model_len if budget is None else check_int("budget", budget, 1)
+        return cls(max_num_batched_tokens=budget,
+                   max_num_seqs=min(128, budget) if max_num_seqs is None else max_num_seqs,
+                   enable_chunked_prefill=chunked and batching != "prefill_first",
+                   long_prefill_token_threshold=threshold, max_model_len=max_model_len,
+                   batching=batching, **knobs)  # type: ignore[arg-type]
+
     @property
     def max_num_active_reqs(self) -> int:
         """The admission limit into running (vLLM's ``Scheduler.max_num_active_reqs``)."""
@@ -187,7 +153,8 @@ class SchedulerConfig:
 class CacheConfig:
     """Paged KV cache shape. ``num_blocks`` counts usable blocks (vLLM keeps one extra
     "null" block; we don't). ``enable_prefix_caching``: vLLM V1's automatic prefix caching
-    (off by default here, as the course turns it on in notebook 09; vLLM's default is on)."""
+    (off by default here, so the course can turn it on where it teaches it; vLLM V1's
+    default is on)."""
 
     block_size: int = 16
     num_blocks: int = 1024

@@ -10,15 +10,18 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chunkprefill import fast_forward
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.metrics import RequestMetrics, summarize
 from chunkprefill.request import Request, SamplingParams
-from chunkprefill.scheduler import Scheduler, SchedulerOutput
+from chunkprefill.scheduler import Scheduler, SchedulerOutput, TokenSplit
 from chunkprefill.timing import Timer, resolve_clock
+
+DECODE = TokenSplit(0, 1, 0)  # one fed-back token: every request's work in a plain decode step
 
 
 @dataclass
@@ -33,18 +36,20 @@ class RequestOutput:
 
 @dataclass(slots=True)
 class StepRecord:
-    """One engine step, for timelines and the step-time plots."""
+    """One engine step, for timelines, step-time plots and the cost model: the scheduler's
+    facts per request as ``SchedulerOutput`` has them (``num_computed_tokens``: where each
+    request's tokens start; ``token_splits``: what they compute; ``num_cached_tokens``:
+    prefix-cache hits at admission), and when the step ran on the engine's clock."""
 
     step: int
     num_scheduled_tokens: dict[str, int]
-    num_prefill_tokens: int
-    num_decode_tokens: int
+    num_computed_tokens: dict[str, int]
+    token_splits: dict[str, TokenSplit]
     start_s: float
     duration_s: float
     preempted: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
     kv_usage: float = 0.0
-    # prefix caching on: tokens each request admitted this step found in the cache
     num_cached_tokens: dict[str, int] = field(default_factory=dict)
     # on a GPU: the forward's GPU time (CUDA events around it); duration_s is the step's
     # host time, longer when launching the kernels takes longer than running them
@@ -55,32 +60,41 @@ class StepRecord:
         return self.start_s + self.duration_s
 
     @property
+    def num_prefill_tokens(self) -> int:
+        """Prompt work, recomputation included: everything but decodes."""
+        return sum(s.prefill + s.recompute for s in self.token_splits.values())
+
+    @property
+    def num_decode_tokens(self) -> int:
+        return sum(s.decode for s in self.token_splits.values())
+
+    @property
     def num_tokens(self) -> int:
-        return self.num_prefill_tokens + self.num_decode_tokens
+        return sum(self.num_scheduled_tokens.values())
 
 
 class Executor(Protocol):
     """Runs one scheduled step. Returns the sampled token of each request that owes
     nothing more after this step, and the step's duration in seconds (None: let the
-    engine measure wall time)."""
+    engine measure it with its step clock)."""
 
     def execute(self, scheduler_output: SchedulerOutput,
                 requests: dict[str, Request]) -> tuple[dict[str, int], float | None]: ...
 
 
-class DecodeRunExecutor(Executor, Protocol):
-    """An executor that can also run many plain decode steps at once (the cost model
-    can; a real model cannot: it has to run every step). ``decode_run(scheduler,
-    max_steps, clock, stop_at)`` advances ``scheduler`` by up to ``max_steps`` plain
-    decode steps, stopping after the first that ends at or after ``stop_at`` (from
-    ``clock``), since the step after it would admit arrivals; it returns what the steps
-    did (``sim.fast_forward.DecodeRun``: request ids, steps each, finished per step, free
-    blocks per step) and their durations. Nothing was done if the run has 0 steps. Such
-    an executor sees no ``SchedulerOutput`` for the steps of a run; the next one's
-    ``finished_req_ids`` names every request finished since the previous one."""
+class FastForwardExecutor(Executor, Protocol):
+    """An executor that can price plain decode steps without running them (the cost model
+    can; a real model must run every step), so the engine can fast-forward: it samples
+    ``fake_token_id`` for every request, and ``decode_step_times(context_lens,
+    steps_left)`` yields the durations of consecutive decode steps, the same numbers
+    (noise included) ``execute`` would give one step at a time; the engine takes what it
+    needs. Such an executor sees no ``SchedulerOutput`` for fast-forwarded steps; the next
+    one's ``finished_req_ids`` names every request finished since the previous one."""
 
-    def decode_run(self, scheduler: Scheduler, max_steps: int, clock: float,
-                   stop_at: float) -> tuple[Any, list[float]]: ...
+    fake_token_id: int
+
+    def decode_step_times(self, context_lens: Sequence[int],
+                          steps_left: Sequence[int]) -> Iterator[float]: ...
 
 
 class LLMEngine:
@@ -109,9 +123,9 @@ class LLMEngine:
         # What a measured step's duration means (``timing.resolve_clock``): on a CPU the
         # stepping thread's own CPU time, so a busy machine does not stretch the steps.
         self.step_clock = resolve_clock(self.device, step_clock)
-        # Decode-only stretches in bulk (``step_decode_run``), if the executor can.
-        self.fast_forward = fast_forward and hasattr(self.executor, "decode_run")
-        self.num_fast_forward_steps = 0  # steps of step_log that step_decode_run made
+        # Decode-only stretches in bulk (``step_fast_forward``), if the executor can price them.
+        self.fast_forward = fast_forward and hasattr(self.executor, "decode_step_times")
+        self.num_fast_forward_steps = 0  # steps of step_log that step_fast_forward made
         self.clock = 0.0
         self.step_log: list[StepRecord] = []
         self._pending: list[Request] = []  # arrival_time still in the future
@@ -171,53 +185,62 @@ class LLMEngine:
         start = self.clock
         self.clock += timer.elapsed_s if duration is None else duration
         clock, metrics = self.clock, self._metrics
+        for rid in out.scheduled_new_req_ids:  # vLLM's scheduled_ts: the first time only
+            metrics[rid].first_scheduled_time = start
         for rid in sampled:
             metrics[rid].token_times.append(clock)
         self.step_log.append(StepRecord(
-            step=len(self.step_log), num_scheduled_tokens=dict(out.num_scheduled_tokens),
-            num_prefill_tokens=out.num_prefill_tokens, num_decode_tokens=out.num_decode_tokens,
-            start_s=start, duration_s=self.clock - start, preempted=list(out.preempted_req_ids),
+            step=len(self.step_log), num_scheduled_tokens=out.num_scheduled_tokens,
+            num_computed_tokens=out.num_computed_tokens, token_splits=out.token_splits,
+            start_s=start, duration_s=self.clock - start, preempted=out.preempted_req_ids,
             finished=finished, kv_usage=self.scheduler.kv_cache_manager.usage,
             num_cached_tokens=out.num_cached_tokens,
             forward_gpu_s=None if out.is_empty else getattr(self.executor,
                                                             "last_forward_gpu_s", None)))
         return [self._output(rid) for rid in finished]
 
-    def step_decode_run(self, stop_at: float = math.inf,
-                        max_steps: int = 1_000_000) -> list[RequestOutput] | None:
-        """Run the next plain decode steps in bulk, exactly as ``step()`` would one by one
-        (same step log, token times and scheduler state; a test checks it), or return
-        None (nothing done) if the next step is not a plain decode step or fast-forward is
-        off. Stops before a step that would start at or after ``stop_at`` or at the next
-        pending arrival, so arrivals are admitted where ``step()`` would admit them. Why:
-        a simulated decode-only stretch costs one pass over the running requests instead
-        of one per step, which is what lets 10,000 requests simulate in seconds."""
+    def step_fast_forward(self, stop_at: float = math.inf,
+                          max_steps: int = 1_000_000) -> list[RequestOutput] | None:
+        """Fast-forward: run the next plain decode steps in bulk, exactly as ``step()``
+        would one by one (same step log, token times and scheduler state; a test checks
+        it), or return None (nothing done) if the next step is not a plain decode step or
+        fast-forward is off. Stops after the first step that ends at or after ``stop_at``
+        or the next pending arrival, so arrivals are admitted where ``step()`` would
+        admit them. Why: a simulated decode-only stretch costs one pass over the running
+        requests instead of one per step, which lets 10,000 requests simulate in seconds."""
         if not self.fast_forward:
             return None
         self._admit_arrivals()
-        if self.scheduler.waiting or not self.scheduler.running:
-            return None  # the next step admits a request (or there is nothing to run)
         if self._pending:
             stop_at = min(stop_at, self._pending[0].arrival_time)
-        executor: DecodeRunExecutor = self.executor  # type: ignore[assignment]
         if self.clock >= stop_at:
             return None
-        run, durations = executor.decode_run(self.scheduler, max_steps, self.clock, stop_at)
-        if run.num_steps == 0:
+        executor: FastForwardExecutor = self.executor  # type: ignore[assignment]
+        p = fast_forward.plan(self.scheduler, max_steps, executor.fake_token_id)
+        if p is None:
             return None
-        ids = run.request_ids
-        scheduled = dict.fromkeys(ids, 1)  # rebuilt whenever a request stops
+        durations, t = [], self.clock
+        for d in executor.decode_step_times(p.context_lens, p.steps_left):
+            durations.append(d)
+            t += d
+            if t >= stop_at or len(durations) == p.num_steps:
+                break
+        run = fast_forward.apply(self.scheduler, p, len(durations), executor.fake_token_id)
+        ids, log, times, clock = p.request_ids, self.step_log, [], self.clock
         num_blocks = self.scheduler.kv_cache_manager.block_pool.num_blocks
-        log, times, clock = self.step_log, [], self.clock
+        # request -> (num_computed_tokens at the start, steps it runs); shrinks as some stop
+        active = dict(zip(ids, zip(p.context_lens, run.num_steps_each, strict=True)))
         for k, (d, finished, free) in enumerate(zip(durations, run.finished,
                                                     run.num_free_blocks, strict=True)):
             start, clock = clock, clock + d  # the same float arithmetic as step()
             times.append(clock)
-            log.append(StepRecord(len(log), scheduled.copy(), 0, len(scheduled), start,
-                                  clock - start, [], finished, 1.0 - free / num_blocks))
+            log.append(StepRecord(
+                step=len(log), num_scheduled_tokens=dict.fromkeys(active, 1),
+                num_computed_tokens={rid: c + k for rid, (c, _) in active.items()},
+                token_splits=dict.fromkeys(active, DECODE), start_s=start,
+                duration_s=clock - start, finished=finished, kv_usage=1.0 - free / num_blocks))
             if finished:
-                scheduled = {rid: 1 for rid, n in zip(ids, run.num_steps_each, strict=True)
-                             if n > k + 1}
+                active = {rid: cn for rid, cn in active.items() if cn[1] > k + 1}
         self.clock = clock
         self.num_fast_forward_steps += run.num_steps
         metrics = self._metrics
@@ -240,7 +263,7 @@ class LLMEngine:
             if steps >= max_steps:
                 raise RuntimeError(f"engine did not finish within max_steps={max_steps}")
             before = len(self.step_log)
-            if self.step_decode_run(max_steps=max_steps - steps) is None:
+            if self.step_fast_forward(max_steps=max_steps - steps) is None:
                 self.step()
             steps += max(len(self.step_log) - before, 1)
         return [self._output(rid) for rid in self._all]

@@ -23,7 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from chunkprefill.config import ModelConfig, check_float, check_int
+from chunkprefill.checks import check_float, check_int
+from chunkprefill.config import ModelConfig
 
 KiB = 1024
 GB = 1e9  # datasheets count memory and bandwidth in powers of ten

@@ -19,12 +19,13 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chunkprefill.config import CacheConfig, cdiv
+from chunkprefill.checks import cdiv
+from chunkprefill.config import CacheConfig
 from chunkprefill.request import Request
 
 BlockHash = bytes
 
-__all__ = ["BlockPool", "KVCacheManager", "cdiv"]
+__all__ = ["BlockPool", "KVCacheManager"]
 
 
 def hash_block_tokens(parent_hash: BlockHash | None, token_ids: Sequence[int]) -> BlockHash:
@@ -70,11 +71,6 @@ class PrefixCacheStats:
             self.queries += num_tokens
             self.hits += num_hits
 
-    @property
-    def hit_rate(self) -> float:
-        """Hits over queries of new requests (0 before any query)."""
-        return self.hits / self.queries if self.queries else 0.0
-
 
 class BlockPool:
     """Blocks, their reference counts and hashes, and the free queue.
@@ -104,10 +100,6 @@ class BlockPool:
     def num_free_blocks(self) -> int:
         """Free blocks, cached ones with no user included (they can be reused)."""
         return len(self._free)
-
-    @property
-    def num_cached_blocks(self) -> int:
-        return sum(len(ids) for ids in self.cached_block_hash_to_block.values())
 
     def free_block_ids(self) -> list[int]:
         """The free queue, front (next to be taken) first."""
@@ -260,14 +252,24 @@ class KVCacheManager:
         return need + (self._num_evictable(new_computed_blocks) if new_computed_blocks else 0)
 
     def allocate_slots(self, request: Request, num_new_tokens: int,
-                       new_computed_blocks: Sequence[int] = ()) -> list[int] | None:
+                       new_computed_blocks: Sequence[int] = (), *,
+                       full_sequence_must_fit: bool = False,
+                       watermark_blocks: int = 0) -> list[int] | None:
         """Grow ``request``'s block table to cover ``num_computed_tokens`` + the hit
         (``new_computed_blocks``, whole blocks) + ``num_new_tokens`` tokens. Returns the
         newly taken block ids, or None (taking nothing) if the pool is short. With
         prefix caching on, every block full once this step's tokens are in is cached
-        now, so a request scheduled later in the same step can hit it."""
+        now, so a request scheduled later in the same step can hit it. Admission gates
+        (vLLM's arguments): ``full_sequence_must_fit`` (``can_fit_full_sequence``), and
+        ``watermark_blocks`` that must stay free after this allocation."""
         if num_new_tokens <= 0:
             raise ValueError(f"num_new_tokens must be >= 1, got {num_new_tokens}")
+        if full_sequence_must_fit and not self.can_fit_full_sequence(
+                request, new_computed_blocks, reserve=watermark_blocks):
+            return None
+        if watermark_blocks and (self.num_new_blocks(request, num_new_tokens, new_computed_blocks)
+                                 + watermark_blocks > self.num_free_blocks):
+            return None
         rid = request.request_id
         table = self.block_tables.get(rid)
         if table is None:

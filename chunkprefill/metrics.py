@@ -18,10 +18,18 @@ PERCENTILES = (50, 90, 99)
 
 @dataclass(slots=True)
 class RequestMetrics:
-    """Arrival and per-token times (seconds on the engine's clock) of one request."""
+    """Arrival and per-token times (seconds on the engine's clock) of one request, and when
+    it was first scheduled (vLLM's ``scheduled_ts``; None until it is)."""
 
     arrival_time: float
     token_times: list[float] = field(default_factory=list)
+    first_scheduled_time: float | None = None
+
+    @property
+    def scheduling_delay(self) -> float | None:
+        """First scheduled - arrival: the time in the queue (Sarathi-Serve's criterion)."""
+        t = self.first_scheduled_time
+        return None if t is None else t - self.arrival_time
 
     @property
     def ttft(self) -> float | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from chunkprefill.config import check_int, check_priority
+from chunkprefill.checks import check_int, check_priority
 
 
 class RequestStatus(enum.Enum):
@@ -60,6 +60,9 @@ class Request:
     is_prefill_chunk: bool = field(init=False, default=False)
     # Prompt tokens served from the prefix cache at first admission (vLLM's name).
     num_cached_tokens: int = field(init=False, default=0)
+    # The furthest num_computed_tokens got before a preemption threw its KV away: positions
+    # below it are recomputed when the request returns (what TokenSplit.recompute counts).
+    num_computed_before_preemption: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if not isinstance(self.request_id, str) or not self.request_id:

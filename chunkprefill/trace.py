@@ -1,17 +1,18 @@
-"""The seed's paper trace as code: drive the real ``Scheduler`` with a fake model that
+"""The article's paper trace as code: drive the real ``Scheduler`` with a fake model that
 samples a fixed token, and record who got how many tokens each step. No timing is
 involved: a trace tracks the token budget, not how long a step takes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int, check_priority
+from chunkprefill.checks import check_int, check_priority
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.kv_cache import PrefixCacheStats
 from chunkprefill.request import Request
-from chunkprefill.scheduler import Scheduler
+from chunkprefill.scheduler import Scheduler, TokenSplit
 
 FAKE_TOKEN_ID = 1
 # Placeholder prompts count up from here: far above any vocabulary used with explicit ids,
@@ -51,19 +52,24 @@ class TraceRequest:
 
 @dataclass
 class TraceStep:
-    """What one ``schedule()`` call decided, and the state right after the step."""
+    """What one ``schedule()`` call decided, and the state right after the step. Per
+    scheduled request, the scheduler's own facts (as ``SchedulerOutput`` has them):
+    ``num_computed_tokens`` (where its tokens started), ``token_splits`` (what they
+    computed) and ``num_cached_tokens`` (the prefix-cache hit of a request admitted this
+    step). After the step: ``num_computed_tokens_after`` for every unfinished request, the
+    free blocks, who runs and who waits, and vLLM's prefix-cache stats so far."""
 
     step: int
     num_scheduled_tokens: dict[str, int]
     preempted: list[str]
     finished: list[str]
     token_budget: int
-    num_computed_tokens: dict[str, int]  # after the step, for every unfinished request
+    num_computed_tokens: dict[str, int]
+    token_splits: dict[str, TokenSplit]
+    num_computed_tokens_after: dict[str, int]
     num_free_blocks: int  # after the step's finished requests freed their blocks
     running: list[str]
     waiting: list[str]
-    # prefix caching on: tokens each request admitted this step found in the cache, and
-    # vLLM's prefix-cache stats summed over the run so far
     num_cached_tokens: dict[str, int] = field(default_factory=dict)
     prefix_cache_stats: PrefixCacheStats | None = None
 
@@ -72,22 +78,36 @@ class TraceStep:
         return self.token_budget - sum(self.num_scheduled_tokens.values())
 
 
+def max_seq_len(requests: Sequence[TraceRequest]) -> int:
+    """The longest sequence (prompt + outputs) among ``requests``: the smallest
+    ``max_model_len`` that serves every one of them untruncated."""
+    return max(r.prompt_len + r.output_len for r in requests)
+
+
 def run_trace(
     requests: Sequence[TraceRequest],
     scheduler_config: SchedulerConfig,
     cache_config: CacheConfig,
     max_steps: int = 100_000,
+    scheduler_cls: type[Scheduler] = Scheduler,
+    *,
+    stop_after: int | None = None,
 ) -> list[TraceStep]:
     """Step k is the k-th ``schedule()`` call; requests with ``arrival_step == k`` are
     added in list order just before it, with ``arrival_time = k`` (what orders equal
     priorities under ``policy="priority"``; then the request id, as in vLLM). Every
     scheduled request with nothing left owed samples one token; a request finishes after
-    ``output_len`` tokens (or at ``max_model_len``). Runs until every request has finished."""
+    ``output_len`` tokens (or at ``max_model_len``). Runs until every request has finished.
+    ``scheduler_cls``: a ``Scheduler`` subclass to run instead (an exercise plants a bug
+    in one to be found with a trace). ``stop_after``: return the first ``stop_after``
+    steps, finished or not (a livelock never finishes; its start is the evidence)."""
+    if stop_after is not None:
+        check_int("stop_after", stop_after, 1)
     ids = [r.request_id for r in requests]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise ValueError(f"request_id must be unique; duplicated: {dupes}")
-    sched = Scheduler(scheduler_config, cache_config)
+    sched = scheduler_cls(scheduler_config, cache_config)
     kv = sched.kv_cache_manager
     pending = sorted(requests, key=lambda r: r.arrival_step)  # stable: keeps list order
     prompts, next_token = {}, 0
@@ -101,6 +121,8 @@ def run_trace(
     steps: list[TraceStep] = []
     k = 0
     while pending or sched.has_unfinished_requests():
+        if k == stop_after:
+            break
         if k >= max_steps:
             raise RuntimeError(f"trace did not finish within max_steps={max_steps}")
         while pending and pending[0].arrival_step == k:
@@ -118,7 +140,10 @@ def run_trace(
             preempted=list(out.preempted_req_ids),
             finished=finished,
             token_budget=scheduler_config.max_num_batched_tokens,
-            num_computed_tokens={rid: r.num_computed_tokens for rid, r in sched.requests.items()},
+            num_computed_tokens=out.num_computed_tokens,
+            token_splits=out.token_splits,
+            num_computed_tokens_after={rid: r.num_computed_tokens
+                                       for rid, r in sched.requests.items()},
             num_free_blocks=kv.num_free_blocks,
             running=[r.request_id for r in sched.running],
             waiting=[r.request_id for r in sched.waiting],
@@ -129,18 +154,8 @@ def run_trace(
     return steps
 
 
-def run_recorded_scenario(scenario: Mapping[str, Any]) -> list[TraceStep]:
-    """Replay one scenario of ``dev/vllm_reference.py``'s JSON files through ``run_trace``,
-    to compare with the steps vLLM recorded for it. Its ``scheduler``, ``cache`` and
-    ``requests`` entries are keyed by the field names of ``SchedulerConfig``,
-    ``CacheConfig`` and ``TraceRequest``, so a knob recorded under its name needs no code
-    here."""
-    return run_trace([TraceRequest(**r) for r in scenario["requests"]],
-                     SchedulerConfig(**scenario["scheduler"]), CacheConfig(**scenario["cache"]))
-
-
 def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | None = None) -> str:
-    """The seed's table: steps as rows, requests as columns, the leftover budget last.
+    """The article's table: steps as rows, requests as columns, the leftover budget last.
     ``P*`` marks a preempted request; ``-`` means not scheduled that step."""
     if request_ids is None:
         seen: dict[str, None] = {}
@@ -168,7 +183,7 @@ def format_trace_table(steps: Sequence[TraceStep], request_ids: Sequence[str] | 
     return "\n".join(lines)
 
 
-def seed_trace_requests(num_decodes: int = 6, prompt_len: int = 40, decode_len: int = 20,
+def article_trace_requests(num_decodes: int = 6, prompt_len: int = 40, decode_len: int = 20,
                         prompt_arrival_step: int = 2, prompt_output_len: int = 3
                         ) -> list[TraceRequest]:
     """The article's workload: ``num_decodes`` 1-token prompts that are decoding by the
@@ -198,38 +213,12 @@ def with_shared_prefix(requests: Sequence[TraceRequest], prefix_len: int,
     return reqs
 
 
-def prompt_chunks(steps: Sequence[TraceStep], request_id: str, prompt_len: int) -> list[int]:
-    """The sizes of the chunks that computed ``request_id``'s prompt, in step order (a
-    request alone with budget to spare has one chunk: its whole prompt)."""
-    chunks, done = [], 0
-    for s in steps:
-        n = s.num_scheduled_tokens.get(request_id, 0)
-        if n and done < prompt_len:
-            chunks.append(min(n, prompt_len - done))
-            done += n
-    return chunks
+def prompt_chunks(steps: Sequence[TraceStep | Any], request_id: str) -> list[int]:
+    """The sizes of the chunks that computed ``request_id``'s prompt, in step order: its
+    steps with prefill tokens (``token_splits``; a prefix-cache hit is not a chunk, nor is
+    a recomputation after a preemption). Works on ``run_trace`` steps and on an engine's
+    ``step_log`` alike. A request alone with budget to spare has one chunk."""
+    return [split.prefill for s in steps
+            if (split := s.token_splits.get(request_id)) is not None and split.prefill]
 
 
-def knob_grid(requests: Sequence[TraceRequest], request_id: str,
-              budgets: Sequence[int], thresholds: Sequence[int], max_model_len: int,
-              cache_config: CacheConfig, max_num_seqs: int = 16,
-              ) -> dict[tuple[bool, int, int], list[int] | str]:
-    """The three settings that act together on one long prompt: for every
-    ``(enable_chunked_prefill, max_num_batched_tokens, long_prefill_token_threshold)``, the
-    chunks ``request_id``'s prompt is computed in, or the config's refusal (its
-    ``ValueError`` text) where the combination could never run."""
-    prompt_len = next(r.prompt_len for r in requests if r.request_id == request_id)
-    out: dict[tuple[bool, int, int], list[int] | str] = {}
-    for chunked in (True, False):
-        for budget in budgets:
-            for threshold in thresholds:
-                try:
-                    config = SchedulerConfig(budget, max_num_seqs, enable_chunked_prefill=chunked,
-                                             long_prefill_token_threshold=threshold,
-                                             max_model_len=max_model_len)
-                except ValueError as e:
-                    out[chunked, budget, threshold] = str(e)
-                    continue
-                steps = run_trace(requests, config, cache_config)
-                out[chunked, budget, threshold] = prompt_chunks(steps, request_id, prompt_len)
-    return out

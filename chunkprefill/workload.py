@@ -30,11 +30,15 @@ Imports numpy only."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from chunkprefill.config import check_int, check_positive
+from chunkprefill.checks import check_int, check_positive
+from chunkprefill.engine import LLMEngine, RequestOutput
+from chunkprefill.request import SamplingParams
+from chunkprefill.timing import gc_paused
 
 Z90 = 1.2815515655446004  # standard normal quantile at 0.9
 
@@ -196,8 +200,38 @@ def _fit(reqs: list[WorkloadRequest], max_model_len: int) -> list[WorkloadReques
     return out
 
 
-def rescale_arrivals(reqs: list[WorkloadRequest], factor: float) -> list[WorkloadRequest]:
-    """The same requests with every arrival time multiplied by ``factor`` (> 0)."""
-    factor = check_positive("factor", factor)
-    return [WorkloadRequest(r.request_id, r.arrival_time * factor, r.prompt_len, r.output_len)
-            for r in reqs]
+def run_workload(engine: LLMEngine, workload: Sequence[WorkloadRequest]) -> list[RequestOutput]:
+    """Feed ``workload`` to ``engine`` as its clock reaches each arrival and step until
+    every request has finished. A request is added (with its true arrival time) right
+    before the first step that starts at or after its arrival, which is what
+    ``LLMEngine.step`` does with future arrivals itself; adding them just in time keeps
+    the engine's pending list short. Works for any executor, measured or simulated;
+    decode-only stretches are fast-forwarded where the executor can price them.
+    Returns the finished requests' outputs, in finishing order."""
+    reqs = sorted(workload, key=lambda r: r.arrival_time)
+    params_cache: dict[int, SamplingParams] = {}
+    i, n = 0, len(reqs)
+    outputs: list[RequestOutput] = []
+
+    def add(r: WorkloadRequest) -> None:
+        sp = params_cache.get(r.output_len)
+        if sp is None:
+            sp = params_cache[r.output_len] = SamplingParams(max_tokens=r.output_len)
+        engine.add_request([0] * r.prompt_len, sp, request_id=r.request_id,
+                           arrival_time=r.arrival_time)
+
+    # A run allocates millions of small objects that live until the end; Python's cyclic
+    # GC would rescan all of them (and every token list) again and again for cycles this
+    # loop never makes. Paused for the run, restored after: a third of the time saved.
+    with gc_paused():
+        while i < n or engine.has_unfinished_requests():
+            while i < n and reqs[i].arrival_time <= engine.clock:
+                add(reqs[i])
+                i += 1
+            if not engine.has_unfinished_requests():
+                add(reqs[i])  # idle: a future arrival; the engine's clock jumps to it
+                i += 1
+            # Decode-only stretches until the next arrival in bulk (if the executor can).
+            run = engine.step_fast_forward(reqs[i].arrival_time if i < n else math.inf)
+            outputs += engine.step() if run is None else run
+    return outputs

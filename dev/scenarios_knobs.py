@@ -1,16 +1,18 @@
 """Scenarios for vLLM 0.33.0's scheduler knobs and ``policy="priority"`` (a dev tool).
 
-``tests/test_vs_vllm_knobs.py`` replays every scenario of ``tests/data/vllm_knobs_traces.json``
-step for step, and checks our ``SchedulerConfig`` accepts and rejects exactly the knob values
-vLLM's own ``SchedulerConfig`` accepts and rejects (``tests/data/vllm_knobs_validation.json``).
+``tests/test_vs_vllm_knobs.py`` replays every scenario of ``vllm_knobs_traces.json``
+step for step (recordings in ``chunkprefill/course/data/vllm/``), and checks our
+``SchedulerConfig`` accepts and rejects exactly the knob values
+vLLM's own ``SchedulerConfig`` accepts and rejects (``vllm_knobs_validation.json``).
 The scenarios are kept apart from ``dev/vllm_reference.py``'s list so that its fixtures never
 change; they run through the same ``VllmRunner``. From the repository root::
 
-    python3 dev/scenarios_knobs.py scenarios            # -> tests/data/vllm_knobs_scenarios.json
+    python3 dev/scenarios_knobs.py scenarios            # -> vllm_knobs_scenarios.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/vllm_reference.py traces \\
-        --scenarios tests/data/vllm_knobs_scenarios.json --out tests/data/vllm_knobs_traces.json
+        --scenarios chunkprefill/course/data/vllm/vllm_knobs_scenarios.json \\
+        --out chunkprefill/course/data/vllm/vllm_knobs_traces.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/scenarios_knobs.py validation
-                                                        # -> tests/data/vllm_knobs_validation.json
+                                                        # -> vllm_knobs_validation.json
 
 (the venv is the one ``dev/vllm_reference.py``'s docstring sets up). All outputs are
 deterministic.
@@ -35,8 +37,8 @@ from vllm_reference import (  # noqa: E402
     validate_scenario,
 )
 
-SCENARIOS_PATH = REPO / "tests" / "data" / "vllm_knobs_scenarios.json"
-VALIDATION_PATH = REPO / "tests" / "data" / "vllm_knobs_validation.json"
+SCENARIOS_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_knobs_scenarios.json"
+VALIDATION_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_knobs_validation.json"
 
 
 def _random_knob_scenario(seed: int) -> dict[str, Any]:
@@ -73,6 +75,9 @@ def _random_knob_scenario(seed: int) -> dict[str, Any]:
 def build_scenarios() -> list[dict[str, Any]]:
     s, r = _scenario, _req
     prio = {"policy": "priority"}
+    tie_reqs = [r("A", 8, 16, 0), r("B", 8, 16, 0)]
+    tie_config = {"budget": 32, "max_num_seqs": 4, "max_model_len": 64, "block_size": 4,
+                  "num_blocks": 8, "threshold": 4}
     out = [
         # --- policy="priority" -------------------------------------------------------------
         s("prio_waiting_order", "waiting served by (priority, arrival): lower priority value "
@@ -107,6 +112,22 @@ def build_scenarios() -> list[dict[str, Any]]:
           "arrival) victims: the first in running order is preempted",
           [r("A", 6, 16, 0, -1), r("B", 6, 16, 0, 4), r("C", 6, 16, 0, 4), r("D", 3, 3, 3, -5)],
           budget=24, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=10, **prio),
+        # Two requests tied on (priority, arrival), recomputing in chunks (threshold 4),
+        # admitted on their first chunk (scheduler_reserve_full_isl off): each one's
+        # recompute runs the cache out and preempts the other, the first of equals in
+        # running order, before it samples again. vLLM never finishes it: "max_steps"
+        # records its first 60 steps. The same workload under fcfs, or with the default
+        # full-sequence gate, finishes.
+        {**s("prio_ties_evict_each_other", "equal (priority, arrival), recompute chunked by "
+             "the threshold, scheduler_reserve_full_isl off: the two preempt each other for "
+             "ever (a livelock; 60 steps recorded)", tie_reqs, **tie_config,
+             scheduler_reserve_full_isl=False, **prio), "max_steps": 60},
+        s("prio_ties_full_isl_finishes", "the livelock's workload with the default "
+          "full-sequence gate: the victim waits until its whole sequence fits, and both finish",
+          tie_reqs, **tie_config, **prio),
+        s("prio_ties_fcfs_finishes", "the livelock's workload (gate off) under fcfs: the victim "
+          "is the newest, and both finish",
+          tie_reqs, **tie_config, scheduler_reserve_full_isl=False),
         s("prio_chunked_long_prompts", "priority with chunked prompts and a threshold",
           [r("A", 50, 3, 0, 2), r("B", 40, 3, 0, 0), r("C", 30, 4, 1, 1), r("D", 5, 6, 2, 0)],
           budget=24, max_num_seqs=2, max_model_len=128, threshold=8, **prio),
@@ -131,7 +152,7 @@ def build_scenarios() -> list[dict[str, Any]]:
           [r("A", 100, 2), r("B", 90, 2)],
           budget=64, max_num_seqs=8, max_model_len=256,
           long_prefill_token_threshold_adaptive=True),
-        s("adaptive_seed_trace", "the seed trace with threshold 2, adaptive: 16 // 7 = 2, "
+        s("adaptive_article_trace", "the article's trace with threshold 2, adaptive: 16 // 7 = 2, "
           "then 16 // 7 again",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024, threshold=2,
           long_prefill_token_threshold_adaptive=True),
@@ -140,7 +161,7 @@ def build_scenarios() -> list[dict[str, Any]]:
           budget=32, max_num_seqs=1, max_model_len=128, threshold=4,
           long_prefill_token_threshold_adaptive=True),
         # --- prefill_schedule_interval ----------------------------------------------------
-        s("interval2_seed_trace", "interval 2: P's chunks run every other step while the "
+        s("interval2_article_trace", "interval 2: P's chunks run every other step while the "
           "decodes run every step",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024,
           prefill_schedule_interval=2),
@@ -230,6 +251,10 @@ def build_scenarios() -> list[dict[str, Any]]:
           [r("A", 30, 8, 0), r("B", 30, 8, 0), r("C", 30, 8, 1), r("D", 30, 8, 1)],
           budget=16, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16,
           scheduler_reserve_full_isl=False),
+        s("full_isl_no_thrash", "no_full_isl_thrash's workload with the default gate: a "
+          "preempted request waits until its whole sequence fits (3 preemptions, not 9)",
+          [r("A", 30, 8, 0), r("B", 30, 8, 0), r("C", 30, 8, 1), r("D", 30, 8, 1)],
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=4, num_blocks=16),
         s("no_full_isl_resumed", "a resumed request re-admitted on its first chunk only",
           [r("A", 6, 30, 0), r("B", 6, 30, 0), r("C", 6, 5, 4)],
           budget=8, max_num_seqs=4, max_model_len=64, block_size=4, num_blocks=12,

@@ -1,13 +1,14 @@
 """Prefix-caching scenarios for ``dev/vllm_reference.py`` (a dev tool, not a dependency).
 
-``tests/test_vs_vllm_prefix.py`` replays every scenario of ``tests/data/vllm_prefix_traces.json``
-through our ``run_trace`` with ``CacheConfig(enable_prefix_caching=True)`` and compares, step by
+``tests/test_vs_vllm_prefix.py`` replays every scenario of ``vllm_prefix_traces.json``
+(in ``chunkprefill/course/data/vllm/``) through our ``run_trace`` with
+``CacheConfig(enable_prefix_caching=True)`` and compares, step by
 step, the schedule, preemptions, finishes, free blocks, the tokens each admitted request found in
 the cache and vLLM's prefix-cache stats inputs. From the repository root::
 
-    python3 dev/scenarios_prefix.py scenarios      # -> tests/data/vllm_prefix_scenarios.json
+    python3 dev/scenarios_prefix.py scenarios      # -> vllm_prefix_scenarios.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/scenarios_prefix.py traces
-                                                   # -> tests/data/vllm_prefix_traces.json
+                                                   # -> vllm_prefix_traces.json
 
 (the venv as ``dev/vllm_reference.py``'s docstring sets it up). Every request carries explicit
 prompt token ids in [10, 250): never 1 (our fake model's sampled token) nor 7 (vLLM's run's), so
@@ -23,8 +24,8 @@ from typing import Any
 
 from vllm_reference import REPO, _req, _scenario, write_scenarios, write_traces
 
-SCENARIOS_PATH = REPO / "tests" / "data" / "vllm_prefix_scenarios.json"
-TRACES_PATH = REPO / "tests" / "data" / "vllm_prefix_traces.json"
+SCENARIOS_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_prefix_scenarios.json"
+TRACES_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_prefix_traces.json"
 
 
 def toks(start: int, n: int) -> list[int]:
@@ -33,7 +34,7 @@ def toks(start: int, n: int) -> list[int]:
 
 
 def req(rid: str, ids: list[int], output_len: int, arrival_step: int = 0) -> dict[str, Any]:
-    return _req(rid, len(ids), output_len, arrival_step, ids)
+    return _req(rid, len(ids), output_len, arrival_step, prompt_token_ids=ids)
 
 
 def _random_prefix_scenario(seed: int) -> dict[str, Any]:
@@ -63,6 +64,59 @@ def _random_prefix_scenario(seed: int) -> dict[str, Any]:
                      max_model_len=max_model_len, block_size=block_size,
                      num_blocks=num_blocks, chunked=chunked, threshold=threshold,
                      prefix_caching=True)
+
+
+def _held_prefill_scenarios() -> list[dict[str, Any]]:
+    """Prefix caching with ``prefill_schedule_interval > 1``: a waiting request whose hit
+    leaves one token owed is not a prefill, so vLLM admits it on a step that holds prefill
+    back (it tests "is this a prefill?" after adding the hit), and its admission does not
+    restart the cadence. Prompts of ``k * block_size + 1`` tokens whose first k blocks are
+    cached owe exactly one token; an identical ``k * block_size``-token prompt still owes its
+    last block (the ``num_tokens - 1`` cap) and waits. Combined with priority, threshold,
+    watermark, a small pool and block sizes 1/4/16. Appended last: older entries stay."""
+    def s(*args: Any, **kw: Any) -> dict[str, Any]:
+        return _scenario(*args, prefix_caching=True, **kw)
+
+    def decodes(n: int, output_len: int = 20) -> list[dict[str, Any]]:
+        return [req(f"D{i}", toks(40 * i, 1), output_len, 0) for i in range(1, n + 1)]
+
+    sys8 = toks(0, 8)
+    sharers = [req("S", sys8, 1, 0), req("B", sys8 + [200], 2, 3), req("C", sys8 + [201], 2, 4),
+               req("E", sys8, 2, 5), req("F", toks(120, 6), 2, 6)]
+    return [
+        s("held_prefill_full_hit", "interval 2: B and C (sys8 + 1 token, 8 cached) owe one "
+          "token each and are admitted on held steps; E (identical 8 tokens) owes a block "
+          "and waits for a release, like F", decodes(3) + sharers,
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=4, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_interval3", "as held_prefill_full_hit with interval 3",
+          decodes(3) + sharers, budget=16, max_num_seqs=8, max_model_len=64, block_size=4,
+          prefill_schedule_interval=3),
+        s("held_prefill_full_hit_priority", "priority: the one-token sharers rank behind a "
+          "waiting prefill, which holds them back too (the waiting pass stops at it)",
+          decodes(3) + [req("S", sys8, 1, 0), req("L", toks(150, 12), 2, 3)]
+          + [{**req("B", sys8 + [200], 2, 3), "priority": 1},
+             {**req("C", sys8 + [201], 2, 4), "priority": -1}],
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=4,
+          prefill_schedule_interval=2, policy="priority"),
+        s("held_prefill_full_hit_threshold", "threshold 2: the prefill chunks are capped and "
+          "held; the one-token sharers are admitted on held steps",
+          decodes(2) + [req("S", sys8, 1, 0), req("L", toks(150, 20), 2, 1)]
+          + sharers[1:3], budget=16, max_num_seqs=8, max_model_len=64, block_size=4,
+          threshold=2, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_watermark_small_pool", "watermark 0.1 in a 20-block pool: "
+          "admitting a one-token sharer still keeps the watermark free",
+          decodes(3, 12) + sharers, budget=16, max_num_seqs=8, max_model_len=32,
+          block_size=4, num_blocks=20, watermark=0.1, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_bs1", "block size 1: any repeated prompt owes one token and "
+          "is admitted on a held step", decodes(3)
+          + [req("S", toks(0, 5), 1, 0), req("B", toks(0, 5), 2, 3), req("C", toks(0, 6), 2, 4)],
+          budget=16, max_num_seqs=8, max_model_len=64, block_size=1, prefill_schedule_interval=2),
+        s("held_prefill_full_hit_bs16", "block size 16: a 33-token prompt whose 32 are cached "
+          "owes one token", decodes(4) + [req("S", toks(0, 32), 1, 0),
+                                          req("B", toks(0, 32) + [222], 2, 4)],
+          budget=40, max_num_seqs=8, max_model_len=128, block_size=16,
+          prefill_schedule_interval=2),
+    ]
 
 
 def build_scenarios() -> list[dict[str, Any]]:
@@ -152,7 +206,7 @@ def build_scenarios() -> list[dict[str, Any]]:
            req("C", toks(200, 6), 3, 4)],
           budget=64, max_num_seqs=4, max_model_len=64, block_size=8, chunked=False,
           threshold=8),
-        s("seed_trace_shared_prefix", "the seed's trace where P shares 32 tokens with S, "
+        s("article_trace_shared_prefix", "the article's trace where P shares 32 tokens with S, "
           "which arrived with the decodes",
           [req(f"D{i}", toks(20 * i, 1), 20, 0) for i in range(1, 7)]
           + [req("S", sys32, 1, 0), req("P", sys32 + toks(150, 8), 3, 2)],
@@ -163,6 +217,7 @@ def build_scenarios() -> list[dict[str, Any]]:
           budget=16, max_num_seqs=4, max_model_len=32, block_size=4),
     ]
     out += [_random_prefix_scenario(seed) for seed in range(16)]
+    out += _held_prefill_scenarios()
     names = [sc["name"] for sc in out]
     assert len(names) == len(set(names)), "scenario names must be unique"
     return out

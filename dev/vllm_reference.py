@@ -1,14 +1,15 @@
 """Reference traces from vLLM 0.33.0's real V1 ``Scheduler`` (a dev tool, not a dependency).
 
-``tests/test_vs_vllm.py`` replays every scenario in ``tests/data/vllm_traces.json`` through our
+``tests/test_vs_vllm.py`` replays every scenario in ``vllm_traces.json`` through our
 ``run_trace`` and compares step by step with what vLLM's own scheduler did. This script makes that
-file. It has two sub-commands:
+file (recordings live in ``chunkprefill/course/data/vllm/``, package data). It has two
+sub-commands:
 
-``scenarios``  writes ``tests/data/vllm_scenarios.json`` from the list in this file (plain Python,
+``scenarios``  writes ``vllm_scenarios.json`` from the list in this file (plain Python,
                any interpreter, no vLLM needed; the seeded random scenarios are written out
                explicitly, so the JSON never depends on a random-number generator).
 ``traces``     reads the scenario file, runs each scenario on vLLM's ``Scheduler`` and writes
-               ``tests/data/vllm_traces.json`` (needs the separate venv below).
+               ``vllm_traces.json`` (needs the separate venv below).
 
 Set up the venv once, OUTSIDE the repository (vLLM must never become a dependency of the package;
 torch must be the CPU build 2.13.0, never an unpinned torch, which would pull a multi-GB CUDA
@@ -24,14 +25,14 @@ build; the versions below are the ones the fixtures were made with)::
 
 Then, from the repository root::
 
-    python3 dev/vllm_reference.py scenarios                 # -> tests/data/vllm_scenarios.json
+    python3 dev/vllm_reference.py scenarios                 # -> vllm_scenarios.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/vllm_reference.py traces
-                                                            # -> tests/data/vllm_traces.json
+                                                            # -> vllm_traces.json
     HF_HUB_OFFLINE=1 /tmp/vllmref/bin/python dev/vllm_reference.py traces \
-        --scenarios other.json --out /tmp/out.json --only seed_trace   # ad-hoc runs
+        --scenarios other.json --out /tmp/out.json --only article_trace   # ad-hoc runs
 
 Both outputs are deterministic (regenerating gives identical bytes). Each scenario carries a
-``covers`` line naming the rule of DESIGN.md section 4 it exercises.
+``covers`` line naming the scheduling rule it exercises (docs/architecture.md lists them).
 
 How vLLM is driven (it mirrors our ``run_trace``): step k is the k-th ``Scheduler.schedule()``
 call; requests whose ``arrival_step == k`` are added, in list order, just before it. After each
@@ -65,7 +66,10 @@ carry a ``priority``.
 Each recorded step holds ``num_scheduled_tokens`` (``[[request_id, n], ...]`` in vLLM's dict
 order), ``preempted`` (ids preempted inside that ``schedule()`` call, in order), ``finished`` (ids
 that finished in that step's ``update_from_output``, in order) and, for diagnosis only,
-``kv_free`` (free usable blocks after the step).
+``kv_free`` (free usable blocks after the step). A scenario that never finishes (a livelock,
+e.g. ``prio_ties_evict_each_other`` in ``dev/scenarios_knobs.py``) carries ``"max_steps"``: its
+first ``max_steps`` steps are recorded and the run stops there (``run_trace(stop_after=)``
+replays them); a scenario with ``max_steps`` that finishes is an error.
 """
 
 from __future__ import annotations
@@ -82,8 +86,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-SCENARIOS_PATH = REPO / "tests" / "data" / "vllm_scenarios.json"
-TRACES_PATH = REPO / "tests" / "data" / "vllm_traces.json"
+SCENARIOS_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_scenarios.json"
+TRACES_PATH = REPO / "chunkprefill" / "course" / "data" / "vllm" / "vllm_traces.json"
 VLLM_VERSION = "0.33.0"
 SAMPLED_TOKEN_ID = 7
 MAX_STEPS = 10_000
@@ -208,13 +212,13 @@ def _random_scenario(seed: int) -> dict[str, Any]:
 def build_scenarios() -> list[dict[str, Any]]:
     s = _scenario
     out = [
-        # --- the seed's paper trace -----------------------------------------------------
-        s("seed_trace", "seed: budget 16, six 1-token decodes + 40-token P at step 2; "
+        # --- the article's paper trace -----------------------------------------------------
+        s("article_trace", "seed: budget 16, six 1-token decodes + 40-token P at step 2; "
           "running first, P chunked 10/10/10/10 in the leftover budget",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024),
-        s("seed_trace_threshold8", "seed + long_prefill_token_threshold=8 caps P's chunks",
+        s("article_trace_threshold8", "seed + long_prefill_token_threshold=8 caps P's chunks",
           _seed_requests(), budget=16, max_num_seqs=16, max_model_len=1024, threshold=8),
-        s("seed_trace_no_chunking", "seed with chunking off (budget = max_model_len = 64)",
+        s("article_trace_no_chunking", "seed with chunking off (budget = max_model_len = 64)",
           _seed_requests(), budget=64, max_num_seqs=16, max_model_len=64, chunked=False),
         # --- basics ---------------------------------------------------------------------
         s("single_short", "one request: whole prompt in one step, then 1-token decodes",
@@ -616,7 +620,10 @@ class VllmRunner:
         steps: list[dict[str, Any]] = []
         token = 100  # distinct prompt token ids (irrelevant without prefix caching)
 
-        for k in range(MAX_STEPS):
+        # A scenario that never finishes (a livelock) carries "max_steps": its first
+        # max_steps steps are recorded, and the run ends there instead of failing.
+        stop_after = sc.get("max_steps")
+        for k in range(stop_after or MAX_STEPS):
             for r in by_step.get(k, []):
                 prompt = r.get("prompt_token_ids") or [
                     (token + i) % 250 + 1 for i in range(r["prompt_len"])]
@@ -685,7 +692,11 @@ class VllmRunner:
                     raise RuntimeError("vLLM still holds unfinished requests")
                 if steps[-1]["kv_free"] != sc["cache"]["num_blocks"]:
                     raise RuntimeError("blocks leaked at the end of the run")
+                if stop_after:
+                    raise RuntimeError(f"{sc['name']}: finished, so it needs no max_steps")
                 return steps
+        if stop_after:
+            return steps
         raise RuntimeError(f"{sc['name']}: not finished after {MAX_STEPS} steps")
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chunkprefill.data import sarathi_serve_batches, sharegpt_lengths
+from chunkprefill import SchedulerConfig
+from chunkprefill.data import TABLE2_FOLDER, sarathi_serve_batches, sharegpt_lengths
 from chunkprefill.sim import (
     CostModel,
     HardwareSpec,
@@ -18,7 +19,6 @@ from chunkprefill.sim import (
     fit_efficiencies,
     named_calibration,
     prefill_chunk_times,
-    scheduler_config_for,
     simulate,
 )
 from chunkprefill.sim.calibration import sarathi_serve_steps
@@ -169,7 +169,7 @@ def test_prefill_chunk_times_cut_as_the_scheduler_cuts():
     chunks = prefill_chunk_times(cm, 1000, 300)
     assert [(q, c) for q, c, _ in chunks] == [(300, 0), (300, 300), (300, 600), (100, 900)]
     res = simulate([WorkloadRequest("p", 0.0, 1000, 1)], cm,
-                   scheduler_config_for("chunked", 300, 4096))
+                   SchedulerConfig.for_budget(300, max_model_len=4096))
     assert [s.num_scheduled_tokens for s in res.step_log] == [{"p": q} for q, _, _ in chunks]
     assert [s.duration_s for s in res.step_log] == pytest.approx([t for *_, t in chunks])
     whole = prefill_chunk_times(cm, 1000, 1000)
@@ -194,7 +194,7 @@ def test_shipped_batches_and_units():
     # Units: figure 2 is in seconds, table 2 in milliseconds. Both measured a prefill-only
     # batch of 1024 tokens: converted, they agree within 2% (214.3 vs 217.2 ms).
     fig = next(m for m in batches if m.source == "figure 2" and m.num_prefill_tokens == 1024)
-    tab = next(m for m in batches if m.source == "table 2" and m.num_prefill_tokens == 1024)
+    tab = next(m for m in batches if m.source == TABLE2_FOLDER and m.num_prefill_tokens == 1024)
     assert fig.seconds == pytest.approx(tab.seconds, rel=0.02)
     assert 0.2 < tab.seconds < 0.25 and tab.linear_s < tab.seconds
 

@@ -58,7 +58,7 @@ def test_bad_knob_flags_name_the_flag():
 
 def test_knob_flags_change_the_schedule():
     decodes = {f"D{i}": 1 for i in range(1, 7)}
-    # vLLM 0.33.0's recorded interval2_seed_trace: P's chunks every other step
+    # vLLM 0.33.0's recorded interval2_article_trace: P's chunks every other step
     steps = json.loads(cli("trace", "--json", "--steps", "6",
                            "--prefill-schedule-interval", "2").stdout)
     assert steps[2:6] == [{**decodes, "P": 10}, decodes, {**decodes, "P": 10}, decodes]
@@ -152,3 +152,16 @@ def test_prefill_time_bad_input_one_line_naming_the_flag(args, flag):
     assert "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "error:" in res.stderr, res.stderr
     assert flag in res.stderr, res.stderr
+
+
+def test_trace_prints_exactly_the_package_table():
+    """Notebook 02 shows the CLI's table beside the package's: they are the same text."""
+    from chunkprefill import CacheConfig, SchedulerConfig, format_trace_table, run_trace
+    from chunkprefill.trace import article_trace_requests
+
+    res = cli("trace", "--budget", "16", "--decodes", "6", "--prompt", "40", "--steps", "8")
+    steps = run_trace(article_trace_requests(num_decodes=6, prompt_len=40),
+                      SchedulerConfig(max_num_batched_tokens=16, max_num_seqs=16),
+                      CacheConfig(block_size=16, num_blocks=1000))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == format_trace_table(steps[:8])

@@ -15,8 +15,9 @@ from matplotlib.collections import EventCollection
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-from chunkprefill import ModelConfig, SchedulerConfig, viz, widgets
-from chunkprefill.experiments import BudgetPoint, MixedWorkload
+from chunkprefill import ModelConfig, SchedulerConfig
+from chunkprefill.course import panels, plots
+from chunkprefill.lab.serving import BudgetPoint, MixedWorkload
 from chunkprefill.metrics import RequestMetrics
 
 BASE = MixedWorkload(num_decodes=3, decode_prompt_len=4, decode_output_len=4, num_long=2,
@@ -27,7 +28,7 @@ PRE_BUDGETS = (16, 32, 64)
 @pytest.fixture(scope="module")
 def data():
     torch.set_num_threads(1)
-    d = widgets.ChunkDashboardData(BASE, ModelConfig.tiny())
+    d = panels.ChunkDashboardData(BASE, ModelConfig.tiny())
     d.precompute(budgets=PRE_BUDGETS, progress=False)
     return d
 
@@ -46,18 +47,18 @@ METRICS = {
 
 
 def test_token_times_draws_every_token_and_wait():
-    ax = viz.plot_token_times(METRICS, highlight=["L0"]).axes[0]
+    ax = plots.plot_token_times(METRICS, highlight=["L0"]).axes[0]
     rows = [c for c in ax.collections if isinstance(c, EventCollection)]
     assert [list(c.get_positions()) for c in rows] == [m.token_times for m in METRICS.values()]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["d0", "L0", "d1"]
-    assert matplotlib.colors.same_color(rows[1].get_color(), viz.LONG_COLOR)
+    assert matplotlib.colors.same_color(rows[1].get_color(), plots.LONG_COLOR)
     waits = ax.collections[len(rows)].get_segments()  # arrival -> first token
     assert [(s[0][0], s[1][0]) for s in waits] == [(0.0, 0.1), (0.15, 0.9), (0.05, 0.2)]
 
 
 def test_latency_cdf_marks_percentiles():
     vals = {"a": np.arange(1, 101) / 1e3, "b": [0.5, 0.5]}
-    ax = viz.plot_latency_cdf(vals, "ITL").axes[0]
+    ax = plots.plot_latency_cdf(vals, "ITL").axes[0]
     marks = [ln for ln in ax.lines if ln.get_marker() in ("o", "^")]
     p50, p99 = float(np.percentile(np.arange(1, 101), 50)), float(np.percentile(
         np.arange(1, 101), 99))
@@ -72,7 +73,7 @@ def test_latency_cdf_marks_percentiles():
 def test_budget_sweep_plot_and_the_no_chunk_point():
     pts = [BudgetPoint(64, 0.01, 0.02, 0.5, 0.9, 0.7), BudgetPoint(16, 0.005, 0.01, 1.0, 2.0, 1.5),
            BudgetPoint(None, 0.05, 0.3, 0.3, 0.4, 0.35)]
-    ax = viz.plot_budget_sweep(pts, current=16).axes[0]
+    ax = plots.plot_budget_sweep(pts, current=16).axes[0]
     p99 = next(ln for ln in ax.lines if ln.get_label() == "P99 ITL (all gaps)")
     # at the budgets, nudged at most a tenth of an octave (so equal values hide no marker)
     assert np.abs(np.log2(p99.get_xdata()) - np.log2([16, 64])).max() <= 0.1 + 1e-9
@@ -86,12 +87,12 @@ def test_budget_sweep_plot_and_the_no_chunk_point():
 
 
 def test_tradeoff_plot_shows_medians_and_intervals():
-    from chunkprefill.experiments import TradeoffPoint
-    from chunkprefill.stats import Estimate
+    from chunkprefill.lab.stall import TradeoffPoint
+    from chunkprefill.lab.stats import Estimate
 
     pts = [TradeoffPoint(96, 4, Estimate(0.2, 0.19, 0.22, 3), Estimate(0.03, 0.029, 0.031, 3), []),
            TradeoffPoint(48, 8, Estimate(0.3, 0.28, 0.33, 3), Estimate(0.02, 0.019, 0.02, 3), [])]
-    left, right = viz.plot_tradeoff(pts, "CPU thread time").axes
+    left, right = plots.plot_tradeoff(pts, "CPU thread time").axes
     assert left.lines[0].get_xdata().tolist() == [48, 96]
     assert left.lines[0].get_ydata().tolist() == pytest.approx([300, 200])
     assert right.lines[0].get_ydata().tolist() == pytest.approx([20, 30])
@@ -105,15 +106,15 @@ def test_step_tokens_bars_are_steps_on_the_clock():
              SimpleNamespace(start_s=0.1, duration_s=0.5, num_decode_tokens=2,
                              num_prefill_tokens=30, num_scheduled_tokens={"a": 1, "b": 1,
                                                                           "L": 30})]
-    ax = viz.plot_step_tokens(steps, highlight=["L"]).axes[0]
+    ax = plots.plot_step_tokens(steps, highlight=["L"]).axes[0]
     bars = {c.get_label(): c for c in ax.containers if isinstance(c, BarContainer)}
     assert [p.get_width() for p in bars["decode tokens"].patches] == [0.1, 0.5]
     assert [p.get_x() for p in bars["decode tokens"].patches] == [0.0, 0.1]
     assert [p.get_height() for p in bars["L"].patches] == [0, 30]
     assert "other prefill" not in bars  # all prefill here belongs to L
-    plain = viz.plot_step_tokens(steps).axes[0]
-    assert [c.get_label() for c in plain.containers] == [viz.LABELS["decode"],
-                                                         viz.LABELS["prefill"]]
+    plain = plots.plot_step_tokens(steps).axes[0]
+    assert [c.get_label() for c in plain.containers] == [plots.LABELS["decode"],
+                                                         plots.LABELS["prefill"]]
 
 
 def test_step_tokens_keep_the_long_prompts_colour_family():
@@ -125,26 +126,26 @@ def test_step_tokens_keep_the_long_prompts_colour_family():
              SimpleNamespace(start_s=0.1, duration_s=0.5, num_decode_tokens=2,
                              num_prefill_tokens=30, num_scheduled_tokens={"a": 1, "b": 1,
                                                                           "L1": 30})]
-    ax = viz.plot_step_tokens(steps, highlight=["L0", "L1"]).axes[0]
+    ax = plots.plot_step_tokens(steps, highlight=["L0", "L1"]).axes[0]
     bars = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
     same = matplotlib.colors.same_color
-    assert same(bars["L0"], viz.LONG_COLOR) and same(bars["decode tokens"], viz.SHORT_COLOR)
+    assert same(bars["L0"], plots.LONG_COLOR) and same(bars["decode tokens"], plots.SHORT_COLOR)
     assert not same(bars["L0"], bars["L1"]) and not same(bars["other prefill"], bars["L0"])
-    assert all(same(bars[r], c) for r, c in zip(("L0", "L1"), viz.LONG_SHADES, strict=False))
+    assert all(same(bars[r], c) for r, c in zip(("L0", "L1"), plots.LONG_SHADES, strict=False))
 
 
 def test_timing_plots_carry_their_timing_label():
     n = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     t = [0.01 + 0.0002 * x for x in n]
-    ax = viz.plot_step_time_vs_tokens(n, t, "CPU thread time").axes[0]
+    ax = plots.plot_step_time_vs_tokens(n, t, "CPU thread time").axes[0]
     assert "CPU thread time" in ax.get_title()
     assert any("parts equal at 50 tokens" in x.get_text() for x in ax.texts)
-    from chunkprefill.stats import Estimate
+    from chunkprefill.lab.stats import Estimate
 
     ests = {256: Estimate(1.3, 1.2, 1.5, 3), 512: Estimate(1.1, 1.0, 1.2, 3)}
-    ax = viz.plot_chunking_overhead(ests, 1024, "GPU time").axes[0]
+    ax = plots.plot_chunking_overhead(ests, 1024, "GPU time").axes[0]
     assert [p.get_height() for p in ax.patches] == [1.3, 1.1] and "GPU time" in ax.get_title()
-    ax = viz.plot_tile_effect([240, 256, 272], [0.24, 0.256, 0.30], "X").axes[0]
+    ax = plots.plot_tile_effect([240, 256, 272], [0.24, 0.256, 0.30], "X").axes[0]
     assert ax.lines[0].get_ydata().tolist() == pytest.approx([1000, 1000, 1102.94], rel=1e-4)
 
 
@@ -153,7 +154,7 @@ def test_timing_plots_carry_their_timing_label():
 
 def test_precomputed_positions_are_read_not_measured(data):
     for b in PRE_BUDGETS:
-        v = widgets.chunk_dashboard_update(data, b)
+        v = panels.chunk_dashboard_update(data, b)
         assert v.error is None and v.source == "precomputed" and png_ok(v.png)
         assert v.png is data.pngs[data.key(b)]
         assert f"budget {b}," in v.text and "CPU thread time" in v.text
@@ -164,7 +165,7 @@ def test_precomputed_positions_are_read_not_measured(data):
 
 def test_off_grid_position_is_measured_with_its_row_then_cached(data):
     calls = []
-    v = widgets.chunk_dashboard_update(data, 8, threshold=4,
+    v = panels.chunk_dashboard_update(data, 8, threshold=4,
                                        progress=lambda done, total: calls.append((done, total)))
     assert v.error is None and v.source == "measured now" and png_ok(v.png)
     assert "threshold 4" in v.text
@@ -172,17 +173,17 @@ def test_off_grid_position_is_measured_with_its_row_then_cached(data):
     # budgets at threshold 4 were measured too, and the no-chunking baseline is there.
     assert [p.budget for p in data.sweep_points(data.key(8, 4))] == [8, 16, 32, 64, None]
     assert calls[-1][0] == calls[-1][1] >= 4
-    again = widgets.chunk_dashboard_update(data, 8, threshold=4)
+    again = panels.chunk_dashboard_update(data, 8, threshold=4)
     assert again.source == "precomputed" and again.png == v.png
-    other = widgets.chunk_dashboard_update(data, 32, threshold=4)  # a lookup along the row
+    other = panels.chunk_dashboard_update(data, 32, threshold=4)  # a lookup along the row
     assert other.source == "precomputed"
 
 
 def test_smallest_budget():
-    d = widgets.ChunkDashboardData(BASE, ModelConfig.tiny())
+    d = panels.ChunkDashboardData(BASE, ModelConfig.tiny())
     d.precompute(budgets=PRE_BUDGETS, progress=False)
     before = d.pngs[d.key(16)]
-    v1 = widgets.chunk_dashboard_update(d, 1)  # the smallest legal budget: one token a step
+    v1 = panels.chunk_dashboard_update(d, 1)  # the smallest legal budget: one token a step
     assert v1.error is None and max(s.num_tokens for s in v1.result.step_log) == 1
     assert v1.result.scheduler_config.max_num_seqs == 1
     # The row's other panels were redrawn: their sweep gained the point at budget 1.
@@ -191,13 +192,13 @@ def test_smallest_budget():
 
 
 def test_threshold_zero_and_max(data):
-    lo, hi = widgets.DASH_THRESHOLDS[0], widgets.DASH_THRESHOLDS[-1]
-    zero = widgets.chunk_dashboard_update(data, 32, threshold=lo)
+    lo, hi = panels.DASH_THRESHOLDS[0], panels.DASH_THRESHOLDS[-1]
+    zero = panels.chunk_dashboard_update(data, 32, threshold=lo)
     # A threshold above every sequence never binds: the same run as threshold 0.
-    top = widgets.chunk_dashboard_update(data, 32, threshold=hi)
+    top = panels.chunk_dashboard_update(data, 32, threshold=hi)
     assert top.error is None and top.source == "precomputed" and top.result is zero.result
     # With chunking off, max_model_len is the longest sequence (52): the scheduler refuses.
-    off = widgets.chunk_dashboard_update(data, 64, threshold=hi, chunked=False)
+    off = panels.chunk_dashboard_update(data, 64, threshold=hi, chunked=False)
     with pytest.raises(ValueError) as e:
         SchedulerConfig(64, 64, enable_chunked_prefill=False, long_prefill_token_threshold=hi,
                         max_model_len=52)
@@ -205,33 +206,33 @@ def test_threshold_zero_and_max(data):
 
 
 def test_chunking_off_with_too_small_budget_gives_the_schedulers_error(data):
-    v = widgets.chunk_dashboard_update(data, 32, chunked=False)
+    v = panels.chunk_dashboard_update(data, 32, chunked=False)
     with pytest.raises(ValueError) as e:
         SchedulerConfig(32, 32, enable_chunked_prefill=False, max_model_len=52)
     assert v.error == str(e.value) and "enable_chunked_prefill" in v.error
     assert v.png is None and v.text == ""
-    ok = widgets.chunk_dashboard_update(data, 64, chunked=False)  # big enough: one step
+    ok = panels.chunk_dashboard_update(data, 64, chunked=False)  # big enough: one step
     assert ok.error is None and "chunking OFF" in ok.text
     assert max(s.num_prefill_tokens for s in ok.result.step_log) >= 48
 
 
 @pytest.mark.parametrize("end", [0, -1])
 def test_workload_slider_extremes(data, end):
-    v = widgets.chunk_dashboard_update(
-        data, widgets.DASH_BUDGETS[end], long_prompt_len=widgets.DASH_LONG_LENS[end],
-        num_decodes=widgets.DASH_DECODES[end], rate=widgets.DASH_RATES[end])
+    v = panels.chunk_dashboard_update(
+        data, panels.DASH_BUDGETS[end], long_prompt_len=panels.DASH_LONG_LENS[end],
+        num_decodes=panels.DASH_DECODES[end], rate=panels.DASH_RATES[end])
     assert v.error is None and png_ok(v.png)
-    wl = data.workload(widgets.DASH_LONG_LENS[end], widgets.DASH_DECODES[end],
-                       widgets.DASH_RATES[end])
+    wl = data.workload(panels.DASH_LONG_LENS[end], panels.DASH_DECODES[end],
+                       panels.DASH_RATES[end])
     assert len(v.result.outputs) == wl.num_decodes + wl.num_long
     assert f"{wl.num_decodes} short requests" in v.text
     assert f"{wl.long_prompt_len} tokens" in v.text
 
 
 def test_unknown_device_is_refused(data):
-    v = widgets.chunk_dashboard_update(data, 32, device="tpu · jax")
+    v = panels.chunk_dashboard_update(data, 32, device="tpu · jax")
     assert v.error is not None and "device" in v.error
-    assert widgets.available_devices()[-1] == "cpu · torch"
+    assert panels.available_devices()[-1] == "cpu · torch"
 
 
 def test_dashboard_figure_shows_sweep_cdfs_and_tokens(data):
@@ -249,7 +250,7 @@ def test_dashboard_figure_shows_sweep_cdfs_and_tokens(data):
 def test_dashboard_widget_builds_and_rerenders(data):
     import ipywidgets
 
-    panel = widgets.chunk_dashboard(data, budget=16)
+    panel = panels.chunk_dashboard(data, budget=16)
     (top, image) = panel.children
     controls, text = top.children
     first = controls.children[0]
@@ -265,7 +266,7 @@ def test_dashboard_widget_builds_and_rerenders(data):
     assert png_ok(image.value) and image.value != before and "budget 32," in text.value
     by_name = {c.description: c for c in controls.children}
     by_name["chunked prefill"].value = False
-    expected = widgets.chunk_dashboard_update(data, 32, chunked=False).error
+    expected = panels.chunk_dashboard_update(data, 32, chunked=False).error
     assert html.escape(expected) in text.value and image.value == b""
     assert image.layout.display == "none"
     first.value = 64
@@ -275,7 +276,7 @@ def test_dashboard_widget_builds_and_rerenders(data):
 def test_markers_do_not_hide_one_another():
     """Equal values still show every marker: the CDFs' percentile markers shrink curve by
     curve (the later one drawn on top), and the sweep's no-chunking markers stand apart."""
-    ax = viz.plot_latency_cdf({"a": [0.01, 0.02, 0.03], "b": [0.01, 0.02, 0.03]}).axes[0]
+    ax = plots.plot_latency_cdf({"a": [0.01, 0.02, 0.03], "b": [0.01, 0.02, 0.03]}).axes[0]
     marks = [ln for ln in ax.lines if ln.get_marker() not in ("None", "")]
     by_y = {}
     for ln in marks:
@@ -285,7 +286,7 @@ def test_markers_do_not_hide_one_another():
         assert small < big and z_small > z_big
     pts = [SimpleNamespace(budget=b, p99_itl=0.05, ttft_p50=0.05, long_ttft=0.05)
            for b in (64, 128, None)]
-    ax = viz.plot_budget_sweep(pts).axes[0]
+    ax = plots.plot_budget_sweep(pts).axes[0]
     off = [ln for ln in ax.lines if ln.get_linestyle() == "None"]
     assert len(off) == 3 and len({float(ln.get_xdata()[0]) for ln in off}) == 3
     swept = [ln for ln in ax.lines if ln.get_marker() not in ("None", "")

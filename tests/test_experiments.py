@@ -9,23 +9,21 @@ import pytest
 import torch
 
 from chunkprefill import ModelConfig, SchedulerConfig, ToyTransformer
-from chunkprefill.experiments import (
-    BudgetPoint,
-    MixedWorkload,
+from chunkprefill.lab.serving import BudgetPoint, MixedWorkload, run_mixed
+from chunkprefill.lab.stall import (
     StallWorkload,
-    chunking_overhead,
     compare_stall,
-    fit_step_time,
-    mixed_scheduler_config,
-    prefill_chunks,
-    run_mixed,
     run_stall,
-    stall_config,
-    step_time_vs_tokens,
-    time_prefill_step,
     tradeoff_sweep,
 )
-from chunkprefill.stats import Estimate
+from chunkprefill.lab.stats import Estimate
+from chunkprefill.lab.step_cost import (
+    chunking_overhead,
+    fit_step_time,
+    step_time_vs_tokens,
+    time_prefill_step,
+)
+from chunkprefill.trace import prompt_chunks
 
 SMALL = dict(num_decodes=4, decode_prompt_len=6, decode_output_len=5, num_long=2,
              long_prompt_len=40, vocab_size=512, rate=500.0)
@@ -85,13 +83,13 @@ def test_mixed_workload_rejects_bad_values(bad):
 
 def test_mixed_scheduler_config():
     wl = MixedWorkload(**SMALL)
-    on = mixed_scheduler_config(wl, 32, threshold=8)
+    on = wl.scheduler_config(32, threshold=8)
     assert (on.max_num_batched_tokens, on.max_num_seqs, on.max_model_len) == (32, 32, 2048)
     assert on.long_prefill_token_threshold == 8 and on.enable_chunked_prefill
-    off = mixed_scheduler_config(wl, 64, chunked=False)
+    off = wl.scheduler_config(64, chunked=False)
     assert off.max_model_len == wl.max_seq_len and not off.enable_chunked_prefill
     with pytest.raises(ValueError, match="enable_chunked_prefill"):
-        mixed_scheduler_config(wl, 16, chunked=False)  # a 40-token prompt cannot fit
+        wl.scheduler_config(16, chunked=False)  # a 40-token prompt cannot fit
 
 
 # ----------------------------------------------------------------------------- runs
@@ -99,12 +97,14 @@ def test_mixed_scheduler_config():
 
 def test_run_mixed_accounts_for_every_token(tiny):
     wl = MixedWorkload(**SMALL)
-    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 16))
+    r = run_mixed(tiny, wl, wl.scheduler_config(16))
     reqs = {rid: (t, p, o) for rid, t, p, o in wl.requests()}
     assert [o.request_id for o in r.outputs] == list(reqs)
+    starts = {s.start_s for s in r.step_log}
     for o in r.outputs:
         t, p, n = reqs[o.request_id]
-        assert len(o.output_token_ids) == n and o.metrics.arrival_time == t
+        # admitted right before a step: its TTFT counts from that step's start
+        assert len(o.output_token_ids) == n and o.metrics.arrival_time in starts
         assert len(o.metrics.token_times) == n and o.metrics.ttft > 0
     assert sum(s.num_tokens for s in r.step_log) == sum(p + o - 1 for _, p, o in reqs.values())
     assert max(s.num_tokens for s in r.step_log) <= 16
@@ -116,9 +116,87 @@ def test_run_mixed_accounts_for_every_token(tiny):
     assert r.device == "cpu" and r.backend == "torch" and "budget 16" in r.label
 
 
+def _nominal_admissions(wl, step_log):
+    """The docstring's rule, by hand: the nominal clock starts at 0, jumps to the next
+    arrival when nothing runs, and advances by ``nominal_step_time(tokens)`` after each
+    step; a request is admitted right before the first step that starts at or after its
+    arrival. Returns ``{request_id: index of that step}``."""
+    pending, clock, at, live = list(wl.requests()), 0.0, {}, set()
+    for k, s in enumerate(step_log):
+        if not live and pending and pending[0][1] > clock:
+            clock = pending[0][1]
+        while pending and pending[0][1] <= clock:
+            rid = pending.pop(0)[0]
+            at[rid], live = k, live | {rid}
+        clock += wl.nominal_step_time(s.num_tokens)
+        live -= set(s.finished)
+    return at
+
+
+def test_run_mixed_admits_by_the_nominal_clock(tiny):
+    wl = MixedWorkload(**{**SMALL, "rate": 200.0})
+    r = run_mixed(tiny, wl, wl.scheduler_config(16))
+    at = _nominal_admissions(wl, r.step_log)
+    assert len(at) == len(r.outputs)
+    assert {o.request_id: o.metrics.arrival_time for o in r.outputs} == \
+        {rid: r.step_log[k].start_s for rid, k in at.items()}
+    assert len(set(at.values())) > 3  # the arrivals really are spread over the run
+
+
+class SlowExecutor:
+    """A model executor that burns ``burn_s`` of CPU time before every step: this machine
+    made slower, on the clock the engine measures (a thread's CPU time)."""
+
+    def __init__(self, model, cache_config, burn_s):
+        from chunkprefill.executor import ModelExecutor
+
+        self.inner = ModelExecutor(model, cache_config, "torch", "cpu")
+        self.burn_s = burn_s
+
+    def execute(self, out, requests):
+        import time
+
+        end = time.thread_time() + self.burn_s
+        while time.thread_time() < end:
+            pass
+        return self.inner.execute(out, requests)
+
+    def check_prompt(self, token_ids):
+        return self.inner.check_prompt(token_ids)
+
+
+@pytest.mark.parametrize("kind", ["mixed", "stall"])
+def test_a_slower_machine_gets_the_identical_schedule(tiny, kind):
+    """Issue 18, "true on every machine": arrivals are placed by step (StallWorkload) or by
+    a nominal clock (MixedWorkload), so a machine several times slower measures longer
+    steps but schedules exactly the same tokens in every step."""
+    from chunkprefill import CacheConfig
+
+    cache = CacheConfig(block_size=16, num_blocks=64)
+    if kind == "mixed":
+        wl = MixedWorkload(**{**SMALL, "rate": 300.0, "long_burst": True})
+        sc = wl.scheduler_config(24, threshold=8)
+
+        def run(m):
+            return run_mixed(m, wl, sc, cache)
+    else:
+        wl = TRADE
+
+        def run(m):
+            return run_stall(m, wl, SchedulerConfig.for_budget(12, max_model_len=64), cache)
+    fast = run(tiny)
+    slow = run(SlowExecutor(tiny, cache, burn_s=0.004))
+    assert [s.num_scheduled_tokens for s in slow.step_log] == \
+        [s.num_scheduled_tokens for s in fast.step_log]
+    # ... while the durations really differ: each slow step took at least the burn
+    assert min(s.duration_s for s in slow.step_log) >= 0.004
+    assert sum(s.duration_s for s in slow.step_log) > 2 * sum(s.duration_s
+                                                                for s in fast.step_log)
+
+
 def test_run_mixed_without_chunking_runs_each_long_prompt_in_one_step(tiny):
     wl = MixedWorkload(**SMALL)
-    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 64, chunked=False))
+    r = run_mixed(tiny, wl, wl.scheduler_config(64, chunked=False))
     assert r.point().budget is None and r.label.startswith("no chunking")
     for rid in r.long_ids:
         chunks = [s.num_scheduled_tokens[rid] for s in r.step_log
@@ -128,7 +206,7 @@ def test_run_mixed_without_chunking_runs_each_long_prompt_in_one_step(tiny):
 
 def test_run_mixed_threshold_caps_each_long_prompt(tiny):
     wl = MixedWorkload(**{**SMALL, "long_burst": True, "rate": 1e4})
-    r = run_mixed(tiny, wl, mixed_scheduler_config(wl, 64, threshold=8))
+    r = run_mixed(tiny, wl, wl.scheduler_config(64, threshold=8))
     for s in r.step_log:
         if len(s.num_scheduled_tokens) > 1:
             assert max(s.num_scheduled_tokens.values()) <= 8
@@ -174,10 +252,10 @@ def test_tradeoff_sweep_changes_only_the_budget(tiny):
     # Hand-derived: 2 decodes leave budget - 2 tokens per step for the 36-token prompt.
     assert [p.num_chunks for p in pts] == [6, 3]
     for p in pts:
-        assert len(p.runs) == 2 and p.long_ttft.n == p.p99_itl.n == 2
-        assert p.long_ttft.median == pytest.approx(np.median([r.long_ttft_median
+        assert len(p.runs) == 2 and p.long_ttft_ci.n == p.p99_itl_ci.n == 2
+        assert p.long_ttft_ci.median == pytest.approx(np.median([r.long_ttft_median
                                                               for r in p.runs]))
-        chunks = prefill_chunks(p.runs[0].step_log, "long0", 36)
+        chunks = prompt_chunks(p.runs[0].step_log, "long0")
         assert sum(chunks) == 36 and max(chunks) == p.budget - 2
     for bad in (2, 38, 0):  # no room beside the decodes / not chunked / not a budget
         with pytest.raises(ValueError, match="budget"):
@@ -185,7 +263,8 @@ def test_tradeoff_sweep_changes_only_the_budget(tiny):
 
 
 def test_compare_stall_pairs_ratios_by_repeat(tiny):
-    configs = {"off": stall_config(None, 64), "on": stall_config(8, 64)}
+    configs = {"off": SchedulerConfig.for_budget(None, max_model_len=64, chunked=False),
+               "on": SchedulerConfig.for_budget(8, max_model_len=64)}
     cmp = compare_stall(tiny, TRADE, configs, repeats=3)
     assert {k: len(v) for k, v in cmp.runs.items()} == {"off": 3, "on": 3}
     ratios = [a.p99_itl / b.p99_itl for a, b in zip(cmp.runs["off"], cmp.runs["on"])]
@@ -214,7 +293,7 @@ def test_fit_step_time_recovers_a_line_over_the_whole_range():
 def test_stall_workload_as_a_trace_schedules_like_the_engine(tiny):
     from chunkprefill import run_trace
 
-    sc = stall_config(12, 64)
+    sc = SchedulerConfig.for_budget(12, max_model_len=64)
     r = run_stall(tiny, TRADE, sc)
     steps = run_trace(TRADE.trace_requests(), sc, TRADE.cache_config())
     assert [s.num_scheduled_tokens for s in steps] == [s.num_scheduled_tokens

@@ -1,4 +1,4 @@
-"""The simulator's fast path (``sim.fast_forward`` / ``LLMEngine.step_decode_run``)
+"""Fast-forward (``chunkprefill.fast_forward`` / ``LLMEngine.step_fast_forward``)
 must be invisible: every workload run with it and without it (one ``schedule()`` +
 ``update_from_output()`` per step) gives the same step log, bit for bit, the same token
 times, outputs and final KV state."""
@@ -12,20 +12,26 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
-from chunkprefill.engine import LLMEngine, SamplingParams
-from chunkprefill.kv_cache import cdiv
+from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig, fast_forward
+from chunkprefill.checks import cdiv
+from chunkprefill.engine import LLMEngine
+from chunkprefill.request import SamplingParams
 from chunkprefill.sim import (
-    FAKE_TOKEN_ID,
     CostModel,
     CostModelExecutor,
     HardwareSpec,
     ModelSpec,
-    scheduler_config_for,
     simulate,
 )
-from chunkprefill.sim.fast_forward import advance_decode_run, decode_run_length
+from chunkprefill.trace import FAKE_TOKEN_ID
 from chunkprefill.workload import WorkloadRequest, sharegpt_like
+
+
+def ff_steps(sched, max_steps, token_id):
+    """How many steps ``fast_forward.plan`` certifies as plain decode steps (0: none)."""
+    p = fast_forward.plan(sched, max_steps, token_id)
+    return 0 if p is None else p.num_steps
+
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 4
 LLAMA3, H100 = ModelSpec.llama3_8b(), HardwareSpec.h100_sxm()
@@ -103,7 +109,7 @@ def test_fast_forward_on_a_served_workload_is_exact_and_does_the_work():
     results, and most steps went through the fast path (it is not a no-op)."""
     cm = CostModel(LLAMA3, H100)
     wl = sharegpt_like(150, 2.0, seed=3, max_model_len=4096)
-    sc = scheduler_config_for("chunked", 512, 4096, max_num_seqs=32)
+    sc = SchedulerConfig.for_budget(512, max_model_len=4096, max_num_seqs=32)
     cc = CacheConfig(block_size=16, num_blocks=2000)
     fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))
     assert fast.step_log == slow.step_log
@@ -151,41 +157,40 @@ def _state(sched: Scheduler) -> tuple:
 
 
 @pytest.mark.parametrize("num_steps", [1, 3, 4, 5, 16, 29])
-def test_advance_decode_run_equals_stepping(num_steps):
+def test_apply_equals_stepping(num_steps):
     """Requests stop inside the run (max_tokens 9, 30, 4 after one sampled token each):
     same tokens, block tables block for block, free-list order and finished steps."""
     a, b = _decoding_scheduler(), _decoding_scheduler()
-    assert decode_run_length(a, 1000, FAKE_TOKEN_ID) == 29  # until the last one stops
-    run = advance_decode_run(a, 1000, FAKE_TOKEN_ID, lambda k, c, left: num_steps)
+    assert ff_steps(a, 1000, FAKE_TOKEN_ID) == 29  # until the last one stops
+    run = fast_forward.apply(a, fast_forward.plan(a, 1000, FAKE_TOKEN_ID), num_steps,
+                             FAKE_TOKEN_ID)
     assert run.finished == _step(b, num_steps)
     assert _state(a) == _state(b)
     assert run.num_free_blocks[-1] == b.kv_cache_manager.num_free_blocks
 
 
-def test_decode_run_stops_before_the_kv_cache_runs_out():
+def test_the_plan_stops_before_the_kv_cache_runs_out():
     """9 free blocks of 4 slots: the run ends before the step whose allocation would fail
     (that step preempts; the normal path must handle it)."""
     a = _decoding_scheduler(num_blocks=16, max_tokens=(40, 40, 40))
     b = _decoding_scheduler(num_blocks=16, max_tokens=(40, 40, 40))
-    k = decode_run_length(a, 1000, FAKE_TOKEN_ID)
+    k = ff_steps(a, 1000, FAKE_TOKEN_ID)
     assert 1 <= k < 40
-    advance_decode_run(a, k, FAKE_TOKEN_ID)
+    fast_forward.apply(a, fast_forward.plan(a, k, FAKE_TOKEN_ID), k, FAKE_TOKEN_ID)
     _step(b, k)
     assert _state(a) == _state(b)
-    assert decode_run_length(a, 1000, FAKE_TOKEN_ID) == 0
+    assert ff_steps(a, 1000, FAKE_TOKEN_ID) == 0
     assert b.schedule().preempted_req_ids  # the next step does preempt
 
 
-def test_no_decode_run_while_anything_waits_or_prefills():
+def test_no_fast_forward_while_anything_waits_or_prefills():
     sched = _decoding_scheduler()
     sched.add_request(Request("late", [0] * 10, max_tokens=3))
-    assert decode_run_length(sched, 100, FAKE_TOKEN_ID) == 0
-    run = advance_decode_run(sched, 100, FAKE_TOKEN_ID)
-    assert run.num_steps == 0 and run.request_ids == []
+    assert fast_forward.plan(sched, 100, FAKE_TOKEN_ID) is None
     fresh = Scheduler(SchedulerConfig(max_num_batched_tokens=4, max_num_seqs=4), CacheConfig())
     fresh.add_request(Request("a", [0] * 10, max_tokens=3))
     fresh.update_from_output(fresh.schedule(), {})  # 4 of 10 prompt tokens done
-    assert decode_run_length(fresh, 100, FAKE_TOKEN_ID) == 0
+    assert ff_steps(fresh, 100, FAKE_TOKEN_ID) == 0
 
 
 def test_eos_on_the_next_token_ends_the_run_after_one_step():
@@ -194,21 +199,23 @@ def test_eos_on_the_next_token_ends_the_run_after_one_step():
     sched.add_request(Request("b", [0] * 5, max_tokens=50, eos_token_id=FAKE_TOKEN_ID))
     out = sched.schedule()
     sched.update_from_output(out, {"a": 2, "b": 2})  # first tokens, not eos
-    run = advance_decode_run(sched, 100, FAKE_TOKEN_ID)
+    p = fast_forward.plan(sched, 100, FAKE_TOKEN_ID)
+    run = fast_forward.apply(sched, p, p.num_steps, FAKE_TOKEN_ID)
     assert run.num_steps == 49 and run.finished[0] == ["b"] and run.finished[-1] == ["a"]
     assert run.num_steps_each == [49, 1]
 
 
 @pytest.mark.parametrize("bad", [0, 4, -1, 2.0, None])
-def test_choose_must_return_a_valid_step_count(bad):
+def test_apply_takes_only_steps_the_plan_certified(bad):
     sched = _decoding_scheduler(max_tokens=(4, 4, 4))
-    with pytest.raises(ValueError, match="choose must return a step count from 1 to 3"):
-        advance_decode_run(sched, 100, FAKE_TOKEN_ID, lambda k, c, left: bad)
+    p = fast_forward.plan(sched, 100, FAKE_TOKEN_ID)
+    with pytest.raises(ValueError, match=r"num_steps must be an integer in \[1, 3\]"):
+        fast_forward.apply(sched, p, bad, FAKE_TOKEN_ID)
 
 
 def test_max_steps_must_be_positive():
     with pytest.raises(ValueError, match="max_steps"):
-        advance_decode_run(_decoding_scheduler(), 0, FAKE_TOKEN_ID)
+        fast_forward.plan(_decoding_scheduler(), 0, FAKE_TOKEN_ID)
 
 
 # ----------------------------------------------------------------------------- edges a review found
@@ -269,7 +276,7 @@ def test_simulate_is_the_same_with_and_without_the_fast_path(n, qps, seed, budge
     """``simulate`` (``run_workload`` adding requests just in time) on ShareGPT-like
     requests, caches from barely one request to roomy."""
     wl = sharegpt_like(n, qps, seed=seed, max_model_len=4096)
-    sc = scheduler_config_for("chunked", budget, 4096, max_num_seqs=16)
+    sc = SchedulerConfig.for_budget(budget, max_model_len=4096, max_num_seqs=16)
     cc = CacheConfig(block_size=16, num_blocks=blocks)
     cm = CostModel(LLAMA3, H100)
     fast, slow = (simulate(wl, cm, sc, cc, fast_forward=ff) for ff in (True, False))
@@ -291,13 +298,14 @@ def _finish_a_then_decode() -> Scheduler:
 
 
 @pytest.mark.parametrize("num_steps", [1, 3, 6])
-def test_a_decode_run_reports_every_finished_request_exactly_once(num_steps):
+def test_a_fast_forward_reports_every_finished_request_exactly_once(num_steps):
     """The executor must hear of every finished request once, in some SchedulerOutput's
     ``finished_req_ids`` (an executor with per-request state frees it then): stepping
     reports A in the run's first step and B in the step after B stops; a run makes no
     SchedulerOutput of its own, so the next one must report both."""
     a, b = _finish_a_then_decode(), _finish_a_then_decode()
-    run = advance_decode_run(a, num_steps, FAKE_TOKEN_ID)
+    run = fast_forward.apply(a, fast_forward.plan(a, num_steps, FAKE_TOKEN_ID), num_steps,
+                             FAKE_TOKEN_ID)
     assert run.num_steps == num_steps
     reported_fast = a.schedule().finished_req_ids
     reported_step = []

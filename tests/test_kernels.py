@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 import triton  # noqa: E402,F401  (dev extra: a missing triton must fail, not skip)
 
-from chunkprefill.attention import (  # noqa: E402
+from chunkprefill.attention import (
     build_attention_metadata,
     default_backend,
     paged_attention,
@@ -27,7 +27,8 @@ from chunkprefill.attention import (  # noqa: E402
     write_kv,
 )
 from chunkprefill.config import ModelConfig  # noqa: E402
-from chunkprefill.kernels import INTERPRET, reshape_and_cache, unified_attention  # noqa: E402
+from chunkprefill.kernels.kv_store import reshape_and_cache  # noqa: E402
+from chunkprefill.kernels.unified_attention import INTERPRET, unified_attention
 from chunkprefill.model import ToyTransformer  # noqa: E402
 
 DEVICE = "cpu"

@@ -45,11 +45,12 @@ def test_scheduler_core_imports_no_torch():
 
 
 def test_core_modules_import_no_torch_numpy_or_matplotlib():
-    """DESIGN section 2: the scheduler side (config, request, request_queue, kv_cache,
-    scheduler, trace) is plain Python, readable and runnable without the numeric stack."""
-    code = ("import sys; import chunkprefill.config, chunkprefill.request, "
+    """docs/architecture.md: the scheduler side (config, checks, request, request_queue,
+    kv_cache, scheduler, trace, i18n) is plain Python, readable and runnable without the
+    numeric stack (in Pyodide too)."""
+    code = ("import sys; import chunkprefill.config, chunkprefill.checks, chunkprefill.request, "
             "chunkprefill.request_queue, chunkprefill.kv_cache, chunkprefill.scheduler, "
-            "chunkprefill.trace; "
+            "chunkprefill.trace, chunkprefill.i18n; "
             "print(sorted(m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"

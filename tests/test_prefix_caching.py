@@ -10,9 +10,16 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunkprefill import CacheConfig, Request, RequestStatus, Scheduler, SchedulerConfig
-from chunkprefill.kv_cache import block_hashes_of, cdiv, hash_block_tokens
-from chunkprefill.sim.fast_forward import decode_run_length
+from chunkprefill import (
+    CacheConfig,
+    Request,
+    RequestStatus,
+    Scheduler,
+    SchedulerConfig,
+    fast_forward,
+)
+from chunkprefill.checks import cdiv
+from chunkprefill.kv_cache import block_hashes_of, hash_block_tokens
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000")) // 2
 
@@ -149,7 +156,8 @@ def test_decode_fast_path_declines_with_prefix_caching():
         sched.add_request(Request("a", [5, 6, 7], max_tokens=5))
         out = sched.schedule()
         sched.update_from_output(out, {"a": 1})
-        assert decode_run_length(sched, 100, 1) == expected
+        p = fast_forward.plan(sched, 100, 1)
+        assert (0 if p is None else p.num_steps) == expected
 
 
 def test_free_queue_order_hits_and_eviction_by_hand():

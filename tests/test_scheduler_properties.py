@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkprefill import CacheConfig, Request, Scheduler, SchedulerConfig
-from chunkprefill.kv_cache import cdiv
+from chunkprefill.checks import cdiv
 
 MAX_EXAMPLES = int(os.environ.get("CHUNKPREFILL_HYPOTHESIS_EXAMPLES", "2000"))
 
@@ -89,3 +89,50 @@ def test_scheduler_invariants(w):
         r = all_reqs[f"r{i}"]
         assert r.is_finished
         assert r.num_output_tokens == min(o, sc.max_model_len - p)
+
+
+@st.composite
+def mixed_workloads(draw):
+    """vLLM's own style (mixed, chunked, fcfs), where every chunk is exactly the min rule."""
+    block_size = draw(st.sampled_from([1, 4, 16]))
+    max_model_len = draw(st.integers(8, 64))
+    budget = draw(st.integers(1, 48))
+    max_num_seqs = draw(st.integers(1, min(budget, 8)))
+    threshold = draw(st.integers(0, max_model_len))
+    reqs = draw(st.lists(st.tuples(st.integers(1, max_model_len - 1), st.integers(1, 12),
+                                   st.integers(0, 6)), min_size=1, max_size=8))
+    largest = max(min(p + o - 1, max_model_len - 1) for p, o, _ in reqs)
+    num_blocks = draw(st.integers(cdiv(largest, block_size), cdiv(largest, block_size) * 4))
+    return (SchedulerConfig(budget, max_num_seqs, True, threshold, max_model_len),
+            CacheConfig(block_size, num_blocks), reqs)
+
+
+@settings(max_examples=MAX_EXAMPLES // 4, deadline=None)
+@given(mixed_workloads())
+def test_every_chunk_is_the_min_rule(w):
+    """n == min(owed, threshold (when others are present), budget left, max_model_len - 1 -
+    computed) for every scheduled request, budget left read off the dict's order (notebook
+    03 section 4; vLLM's scheduler.py L839-857). Worked out here from the rule, not from the
+    scheduler's helpers."""
+    sc, cc, reqs = w
+    sched = Scheduler(sc, cc)
+    pending = sorted(enumerate(reqs), key=lambda x: x[1][2])
+    step = 0
+    while pending or sched.has_unfinished_requests():
+        assert step < 5000, "livelock"
+        while pending and pending[0][1][2] == step:
+            i, (p, o, _) = pending.pop(0)
+            sched.add_request(Request(f"r{i}", [0] * p, max_tokens=o))
+        owed = {rid: r.num_owed_tokens for rid, r in sched.requests.items()}
+        alone = len(sched.running) + len(sched.waiting) == 1
+        out = sched.schedule()
+        left = sc.max_num_batched_tokens
+        for rid, n in out.num_scheduled_tokens.items():
+            terms = [owed[rid], left, sc.max_model_len - 1 - out.num_computed_tokens[rid]]
+            if sc.long_prefill_token_threshold and not alone:
+                terms.append(sc.long_prefill_token_threshold)
+            assert n == min(terms), (step, rid, n, terms)
+            left -= n
+        sched.update_from_output(out, {rid: 1 for rid in out.num_scheduled_tokens
+                                       if sched.requests[rid].num_owed_tokens == 0})
+        step += 1

@@ -1,19 +1,19 @@
-"""Hand-derived traces, one per scheduling rule (DESIGN.md section 4). Each expected
+"""Hand-derived traces, one per scheduling rule (docs/architecture.md). Each expected
 schedule below was worked out on paper from the rule, step by step, in the comments."""
 
 from __future__ import annotations
 
 from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest, run_trace
-from chunkprefill.trace import format_trace_table, seed_trace_requests
+from chunkprefill.trace import article_trace_requests, format_trace_table
 
 
 def schedules(steps):
     return [list(s.num_scheduled_tokens.items()) for s in steps]
 
 
-def test_seed_trace_budget_16():
+def test_article_trace_budget_16():
     """The article: budget 16, six decodes each take 1, P takes the other 10, four times."""
-    steps = run_trace(seed_trace_requests(), SchedulerConfig(max_num_batched_tokens=16,
+    steps = run_trace(article_trace_requests(), SchedulerConfig(max_num_batched_tokens=16,
                       max_num_seqs=16), CacheConfig(block_size=16, num_blocks=1000))
     decodes = [f"D{i}" for i in range(1, 7)]
     assert list(steps[2].num_scheduled_tokens) == [*decodes, "P"]  # running first, then P
@@ -21,7 +21,8 @@ def test_seed_trace_budget_16():
         assert steps[k].num_scheduled_tokens == {**dict.fromkeys(decodes, 1), "P": 10}
         assert steps[k].budget_left == 0
     assert steps[6].num_scheduled_tokens["P"] == 1  # the fifth step is P's first decode
-    assert steps[5].num_computed_tokens["P"] == 40
+    assert steps[5].num_computed_tokens["P"] == 30  # its fourth chunk starts at 30
+    assert steps[5].num_computed_tokens_after["P"] == 40
     table = format_trace_table(steps[:7])
     assert table.splitlines()[3].split() == ["2", "1", "1", "1", "1", "1", "1", "10", "16", "0"]
 
@@ -109,6 +110,6 @@ def test_idle_steps_before_arrival():
 def test_prefill_first_baseline_stalls_decodes():
     # vLLM V0 / nano-vllm: P's whole prompt runs alone at step 2; the six decodes skip a step.
     sc = SchedulerConfig(64, 16, max_model_len=64, batching="prefill_first")
-    steps = run_trace(seed_trace_requests(), sc, CacheConfig(16, 100))
+    steps = run_trace(article_trace_requests(), sc, CacheConfig(16, 100))
     decodes = [(f"D{i}", 1) for i in range(1, 7)]
     assert schedules(steps)[:4] == [decodes, decodes, [("P", 40)], [*decodes, ("P", 1)]]

@@ -23,8 +23,6 @@ from chunkprefill.sim import (
     capacity_search,
     chunking_overhead,
     fit_cost_model,
-    run_workload,
-    scheduler_config_for,
     simulate,
     tbt_slo,
 )
@@ -34,6 +32,7 @@ from chunkprefill.workload import (
     WorkloadRequest,
     make_workload,
     poisson_arrivals,
+    run_workload,
     sharegpt_like,
 )
 
@@ -200,7 +199,7 @@ def test_simulator_with_arrivals_matches_a_bare_scheduler_loop():
     model's step time, schedules exactly what the simulator (engine + executor) does."""
     cm = CostModel(LLAMA3, H100)
     wl = sharegpt_like(40, 6.0, seed=5, max_model_len=4096)
-    sc = scheduler_config_for("chunked", 512, 4096, max_num_seqs=16)
+    sc = SchedulerConfig.for_budget(512, max_model_len=4096, max_num_seqs=16)
     cc = CacheConfig(block_size=16, num_blocks=2000)
     res = simulate(wl, cm, sc, cc)
 
@@ -260,10 +259,11 @@ def test_prefill_first_stalls_decodes_more_than_chunked(llama_h100):
     cm = llama_h100
     wl = sharegpt_like(150, 4.0, seed=0)
     budget = budget_from_profiling(cm, tbt_slo(cm))
-    chunked = simulate(wl, cm, scheduler_config_for("chunked", budget, 8192))
-    pf = simulate(wl, cm, scheduler_config_for("prefill_first", budget, 8192))
-    assert pf.p99_tbt > 1.2 * chunked.p99_tbt
-    assert chunked.p99_tbt <= tbt_slo(cm)  # the budget was chosen for it
+    chunked = simulate(wl, cm, SchedulerConfig.for_budget(budget, max_model_len=8192))
+    pf = simulate(wl, cm, SchedulerConfig.for_budget(None, max_model_len=8192,
+                                                     batching="prefill_first"))
+    assert pf.p99_itl > 1.2 * chunked.p99_itl
+    assert chunked.p99_itl <= tbt_slo(cm)  # the budget was chosen for it
     assert pf.summary["itl"]["max"] > 2 * chunked.summary["itl"]["max"]  # the stalls
 
 
@@ -275,10 +275,10 @@ def test_strict_slo_capacity_is_higher_with_chunking(llama_h100):
     def wl(qps):
         return sharegpt_like(200, qps, seed=0)
 
-    caps = {pol: capacity_search(cm, scheduler_config_for(pol, budget, 8192), wl, slo,
-                                 qps_lo=2.0, qps_hi=8.0, rel_tol=0.2)
-            for pol in ("chunked", "prefill_first")}
-    assert caps["chunked"].qps > caps["prefill_first"].qps > 0
+    caps = {b: capacity_search(cm, SchedulerConfig.for_budget(
+        None if b == "prefill_first" else budget, max_model_len=8192, batching=b), wl, slo,
+        qps_lo=2.0, qps_hi=8.0, rel_tol=0.2) for b in ("mixed", "prefill_first")}
+    assert caps["mixed"].qps > caps["prefill_first"].qps > 0
     for res in caps.values():  # the answer met the SLO; anything 10% higher did not
         assert any(ok and q == res.qps for q, _, _, ok in res.trials)
         assert all(not ok for q, _, _, ok in res.trials if q > res.qps * 1.1)
@@ -288,7 +288,7 @@ def test_capacity_search_brackets_the_answer_within_rel_tol(llama_h100):
     """The answer meets both SLOs and a QPS at most rel_tol above it does not, each
     re-simulated here; the search is deterministic (same trials twice)."""
     cm = llama_h100
-    sc = scheduler_config_for("chunked", 2048, 8192)
+    sc = SchedulerConfig.for_budget(2048, max_model_len=8192)
     slo = tbt_slo(cm) / 3  # tight enough that 20 requests fail somewhere in [1, 4] QPS
 
     def wl(q):
@@ -296,7 +296,7 @@ def test_capacity_search_brackets_the_answer_within_rel_tol(llama_h100):
 
     def meets(q):
         r = simulate(wl(q), cm, sc)
-        return r.p99_tbt <= slo and r.median_scheduling_delay <= 2.0
+        return r.p99_itl <= slo and r.median_scheduling_delay <= 2.0
 
     a = capacity_search(cm, sc, wl, slo, qps_lo=1, qps_hi=4, rel_tol=0.2)
     assert 1 <= a.qps < 4 and meets(a.qps)
@@ -339,7 +339,7 @@ def test_measure_and_fit_the_toy_model_end_to_end():
     import torch
 
     from chunkprefill import ToyTransformer
-    from chunkprefill.toy_profile import measure_toy
+    from chunkprefill.lab.calibrate_toy import measure_toy
 
     torch.manual_seed(0)
     model = ToyTransformer(ModelConfig.tiny(), seed=0)
@@ -347,7 +347,7 @@ def test_measure_and_fit_the_toy_model_end_to_end():
     wl = make_workload(6, 50.0, LengthDist.uniform(5, 60), LengthDist.fixed(4), seed=0)
     res = measure_toy(model, wl, sc, clock="thread")
     assert all(len(o.output_token_ids) == 4 for o in res.outputs)
-    assert res.p99_tbt > 0 and res.median_ttft > 0
+    assert res.p99_itl > 0 and res.median_ttft > 0
     cal = fit_cost_model(ModelSpec.from_model_config(model.config),
                          batches_from_step_log(res.step_log),
                          [s.duration_s for s in res.step_log])
@@ -361,12 +361,18 @@ def test_the_simulator_imports_no_torch_even_when_it_runs():
     interpreter: neither torch nor matplotlib is ever imported."""
     code = """if True:
         import sys
-        from chunkprefill.sim import (CostModel, capacity_search, fit_cost_model,
-                                      scheduler_config_for, simulate, tbt_slo)
+        from chunkprefill.sim import (
+            CostModel,
+            capacity_search,
+            fit_cost_model,
+            simulate,
+            tbt_slo,
+        )
+        from chunkprefill import SchedulerConfig
         from chunkprefill.workload import sharegpt_like
         cm = CostModel.preset("Llama-3-8B", "H100-SXM")
         res = simulate(sharegpt_like(20, 2.0, seed=0), cm)
-        capacity_search(cm, scheduler_config_for("chunked", 512, 8192),
+        capacity_search(cm, SchedulerConfig.for_budget(512, max_model_len=8192),
                         lambda q: sharegpt_like(10, q, seed=0), tbt_slo(cm), max_trials=2)
         batches = [[(1, 100 * k)] * k for k in range(1, 9)]
         fit_cost_model(cm.model, batches, [cm.step_time(b) for b in batches],
@@ -379,8 +385,9 @@ def test_the_simulator_imports_no_torch_even_when_it_runs():
 
 
 def test_no_simulator_module_mentions_torch_or_a_plotting_library():
-    """Not even a lazy import inside a function: the measured side (toy_profile) and the
-    views (viz.sim, widgets) import the simulator, never the reverse."""
+    """Not even a lazy import inside a function: the simulator prices steps without tensors,
+    so it uses none of the core's torch modules (the layer rule, tests/test_layers.py, keeps
+    ``lab`` and ``course`` out of it)."""
     import ast
     from pathlib import Path
 
@@ -393,10 +400,9 @@ def test_no_simulator_module_mentions_torch_or_a_plotting_library():
             for name in names:
                 top = name.split(".")[0]
                 assert top not in ("torch", "matplotlib", "ipywidgets", "IPython"), (path, name)
-                assert not name.startswith(("chunkprefill.executor", "chunkprefill.viz",
-                                            "chunkprefill.widgets", "chunkprefill.toy_profile",
-                                            "chunkprefill.experiments", "chunkprefill.model",
-                                            "chunkprefill.attention")), (path, name)
+                assert not name.startswith(("chunkprefill.executor", "chunkprefill.model",
+                                            "chunkprefill.attention", "chunkprefill.kernels")
+                                           ), (path, name)
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -469,7 +475,9 @@ BAD = [
     ("empty workload", lambda: simulate([], CostModel(LLAMA3, H100)), "workload is empty"),
     ("negative noise", lambda: CostModelExecutor(CostModel(LLAMA3, H100), noise_sigma=-0.1),
      "noise_sigma"),
-    ("unknown policy", lambda: scheduler_config_for("fastest", 512, 4096), "policy"),
+    ("unknown batching", lambda: SchedulerConfig.for_budget(512, max_model_len=4096,
+                                                             batching="fastest"), "batching"),
+    ("budget not an int", lambda: SchedulerConfig.for_budget(51.2, max_model_len=4096), "budget"),
     ("fit too few steps", lambda: fit_cost_model(LLAMA3, [[(1, 0)]], [1e-3]), "at least 5"),
     ("fit bad durations",
      lambda: fit_cost_model(LLAMA3, [[(1, 0)]] * 5, [1e-3, 1e-3, 0.0, 1e-3, 1e-3]), "> 0"),
@@ -502,20 +510,20 @@ def test_sim_plots_return_figures_and_leave_pyplot_alone(llama_h100):
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from chunkprefill.sim import compare_policies, sweep_budgets
-    from chunkprefill.viz import sim as sim_plots
+    from chunkprefill.course.plots import simulated as sim_plots
+    from chunkprefill.sim import compare_batching, sweep_budgets
 
     cm, slo = llama_h100, tbt_slo(llama_h100)
     wl = sharegpt_like(30, 4.0, seed=0)
-    results = compare_policies(wl, cm, 512)
-    assert list(results) == ["chunked (budget 512)", "prefill-first"]
-    assert results["prefill-first"].p99_tbt > results["chunked (budget 512)"].p99_tbt
+    results = compare_batching(wl, cm, 512)
+    assert list(results) == ["mixed (budget 512)", "prefill_first"]
+    assert results["prefill_first"].p99_itl > results["mixed (budget 512)"].p99_itl
     before = plt.get_fignums()
     figs = [sim_plots.plot_step_time_vs_tokens(cm, 4096),
             sim_plots.plot_budget_sweep(sweep_budgets(cm, [256, 1024], wl), slo),
             sim_plots.plot_chunking_overhead(cm, 4096, [256, 4096]),
             sim_plots.plot_tbt_timeline(results, slo),
-            sim_plots.plot_capacity({"strict": {"chunked": 3.0, "prefill_first": 1.5}}),
+            sim_plots.plot_capacity({"strict": {"mixed": 3.0, "prefill_first": 1.5}}),
             sim_plots.plot_simulation(results, cm, slo, "30 requests")]
     assert plt.get_fignums() == before
     for fig in figs:
@@ -533,10 +541,10 @@ def test_sim_plots_hide_no_line_and_keep_one_colour_per_policy(llama_h100):
     the order of the results."""
     import matplotlib.colors as mcolors
 
-    from chunkprefill.sim import compare_policies
-    from chunkprefill.viz import sim as sim_plots
+    from chunkprefill.course.plots import simulated as sim_plots
+    from chunkprefill.sim import compare_batching
 
-    results = compare_policies(sharegpt_like(30, 4.0, seed=0), llama_h100, 512)
+    results = compare_batching(sharegpt_like(30, 4.0, seed=0), llama_h100, 512)
     flipped = dict(reversed(list(results.items())))
     for res in (results, flipped):
         timeline = sim_plots.plot_tbt_timeline(res, 0.05)
@@ -544,30 +552,30 @@ def test_sim_plots_hide_no_line_and_keep_one_colour_per_policy(llama_h100):
         for ax, label in zip(timeline.axes, res, strict=True):
             (line, *_) = ax.get_lines()
             assert line.get_label().startswith(label)
-            assert mcolors.same_color(line.get_color(), sim_plots.policy_color(label))
+            assert mcolors.same_color(line.get_color(), sim_plots.batching_color(label))
         view = sim_plots.plot_simulation(res, llama_h100, 0.05)
         cdf = view.axes[-1]
         assert [mcolors.to_hex(ln.get_color()) for ln in cdf.get_lines()[:2]] == [
-            mcolors.to_hex(sim_plots.policy_color(label)) for label in res]
-    assert not mcolors.same_color(sim_plots.policy_color("chunked (budget 512)"),
-                                  sim_plots.policy_color("prefill-first"))
-    bars = sim_plots.plot_capacity({"strict": {"prefill_first": 1.5, "chunked": 3.0}}).axes[0]
+            mcolors.to_hex(sim_plots.batching_color(label)) for label in res]
+    assert not mcolors.same_color(sim_plots.batching_color("mixed (budget 512)"),
+                                  sim_plots.batching_color("prefill_first"))
+    bars = sim_plots.plot_capacity({"strict": {"prefill_first": 1.5, "mixed": 3.0}}).axes[0]
     assert mcolors.same_color(bars.patches[0].get_facecolor(),
-                              sim_plots.policy_color("prefill_first"))
+                              sim_plots.batching_color("prefill_first"))
 
 
 def test_sim_plots_keep_annotations_and_baselines_inside_the_axes(llama_h100):
     """No clipped annotation, no baseline drawn on the frame: the knee's note sits inside the
     axes, and prefill-first's level lies inside the y range of the sweep panels."""
+    from chunkprefill.course.plots import simulated as sim_plots
     from chunkprefill.sim import sweep_budgets
-    from chunkprefill.viz import sim as sim_plots
 
     ax = sim_plots.plot_step_time_vs_tokens(llama_h100, 8192).axes[0]
     (note,) = ax.texts
     assert note.get_transform() == ax.get_xaxis_transform() and 0 < note.get_position()[1] < 1
     rows = sweep_budgets(llama_h100, [256, 1024], sharegpt_like(30, 4.0, seed=0))
     fig = sim_plots.plot_budget_sweep(rows)
-    pf = [r for r in rows if r["policy"] == "prefill_first"]
-    for ax, key in zip(fig.axes, ("p99_tbt_s", "median_ttft_s"), strict=True):
+    pf = [r for r in rows if r["batching"] == "prefill_first"]
+    for ax, key in zip(fig.axes, ("p99_itl_s", "median_ttft_s"), strict=True):
         lo, hi = ax.get_ylim()
         assert all(lo < r[key] * 1e3 < hi for r in pf)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from chunkprefill.stats import Estimate, interleaved, median_ci, ratio_ci, spearman
+from chunkprefill.lab.stats import Estimate, interleaved, median_ci, ratio_ci, spearman
 from chunkprefill.timing import Timer, clock_label, gc_paused, resolve_clock, time_fn
 
 

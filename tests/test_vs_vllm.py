@@ -1,7 +1,7 @@
 """Our scheduler against vLLM 0.33.0's real V1 ``Scheduler``, step by step.
 
-``tests/data/vllm_traces.json`` holds what vLLM's own scheduler did on each scenario of
-``tests/data/vllm_scenarios.json`` (made by ``dev/vllm_reference.py``, which runs only in a
+``vllm_traces.json`` holds what vLLM's own scheduler did on each scenario of
+``vllm_scenarios.json`` (made by ``dev/vllm_reference.py``, which runs only in a
 separate venv; vLLM is not a dependency of this package). For every scenario we replay the same
 requests through ``run_trace`` and require, at every step k, the same ``{request_id: n}`` in the
 same order, the same preempted ids in order, the same finished ids in order, and the same number
@@ -11,15 +11,14 @@ of steps. Regenerate the fixture with the commands in ``dev/vllm_reference.py``'
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chunkprefill.trace import run_recorded_scenario
-from chunkprefill.vllm_evidence import as_records as _ours_as_records
+from chunkprefill.course.vs_vllm import RECORDINGS, run_recorded_scenario
+from chunkprefill.course.vs_vllm import as_records as _ours_as_records
 
-TRACES_PATH = Path(__file__).parent / "data" / "vllm_traces.json"
+TRACES_PATH = RECORDINGS / "vllm_traces.json"
 SCENARIOS: list[dict[str, Any]] = json.loads(TRACES_PATH.read_text())["scenarios"]
 
 

@@ -1,25 +1,25 @@
 """vLLM 0.33.0's scheduler knobs and ``policy="priority"``, against vLLM's real ``Scheduler``.
 
-``tests/data/vllm_knobs_traces.json`` holds what vLLM's own scheduler did on each scenario of
-``tests/data/vllm_knobs_scenarios.json`` (``dev/scenarios_knobs.py`` + ``dev/vllm_reference.py``,
+``vllm_knobs_traces.json`` holds what vLLM's own scheduler did on each scenario of
+``vllm_knobs_scenarios.json`` (``dev/scenarios_knobs.py`` + ``dev/vllm_reference.py``,
 run in a separate venv; vLLM is not a dependency). Each is replayed through ``run_trace`` with
 the scenario's knobs and compared step by step, as ``tests/test_vs_vllm.py`` does.
-``tests/data/vllm_knobs_validation.json`` records which knob values vLLM's ``SchedulerConfig``
+``vllm_knobs_validation.json`` records which knob values vLLM's ``SchedulerConfig``
 accepts; ours must accept the same and reject the rest with a ``ValueError`` naming the knob.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from test_vs_vllm import _first_divergence, _fmt, _ours_as_records
 
 from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest, run_trace
+from chunkprefill.course.vs_vllm import RECORDINGS
 
-DATA = Path(__file__).parent / "data"
+DATA = RECORDINGS
 SCENARIOS: list[dict[str, Any]] = json.loads(
     (DATA / "vllm_knobs_traces.json").read_text())["scenarios"]
 VALIDATION: dict[str, Any] = json.loads((DATA / "vllm_knobs_validation.json").read_text())
@@ -31,7 +31,8 @@ def _run_ours(sc: dict[str, Any]) -> list[Any]:
                              output_len=r["output_len"], arrival_step=r["arrival_step"],
                              priority=r.get("priority", 0)) for r in sc["requests"]]
     return run_trace(requests, SchedulerConfig(**sch),  # the scenario uses vLLM's names
-                     CacheConfig(block_size=cache["block_size"], num_blocks=cache["num_blocks"]))
+                     CacheConfig(block_size=cache["block_size"], num_blocks=cache["num_blocks"]),
+                     stop_after=sc.get("max_steps"))  # a livelock: its recorded start
 
 
 def test_every_knob_and_priority_is_covered() -> None:

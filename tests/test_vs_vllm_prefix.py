@@ -1,6 +1,6 @@
 """Prefix caching against vLLM 0.33.0's real V1 ``Scheduler`` (prefix caching on), step by step.
 
-``tests/data/vllm_prefix_traces.json`` holds what vLLM's scheduler, KV cache manager and block
+``vllm_prefix_traces.json`` holds what vLLM's scheduler, KV cache manager and block
 pool did on the scenarios of ``dev/scenarios_prefix.py`` (run by ``dev/vllm_reference.py`` in a
 separate venv; vLLM is not a dependency). We replay each through ``run_trace`` with
 ``CacheConfig(enable_prefix_caching=True)`` and the same prompt token ids, and require at every
@@ -12,15 +12,14 @@ hit, read from vLLM's ``SchedulerOutput``), and vLLM's prefix-cache stats.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from chunkprefill.course.vs_vllm import RECORDINGS, run_recorded_scenario
 from chunkprefill.kv_cache import PrefixCacheStats
-from chunkprefill.trace import run_recorded_scenario
 
-TRACES_PATH = Path(__file__).parent / "data" / "vllm_prefix_traces.json"
+TRACES_PATH = RECORDINGS / "vllm_prefix_traces.json"
 SCENARIOS: list[dict[str, Any]] = json.loads(TRACES_PATH.read_text())["scenarios"]
 KEYS = ("num_scheduled_tokens", "preempted", "finished", "kv_free", "cached")
 

@@ -1,17 +1,20 @@
 """Sarathi-Serve's yardsticks on the simulator: the P99 TBT SLO, the token budget from
-profiling, capacity (the highest QPS meeting the SLO) and sweeps over token budgets."""
+profiling, capacity (the highest QPS meeting the SLO) and sweeps over token budgets; and
+``vllm bench serve``'s per-request one, goodput."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from chunkprefill.config import CacheConfig, SchedulerConfig, check_int, check_positive
+from chunkprefill.checks import check_int, check_positive
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.sim.cost_model import CostModel
-from chunkprefill.sim.executor import SimResult, scheduler_config_for, simulate
+from chunkprefill.sim.simulate import SimResult, simulate
 from chunkprefill.workload import WorkloadRequest
 
 STRICT_SLO_FACTOR = 5.0  # Sarathi-Serve: strict P99 TBT SLO = 5x a decode-only iteration
@@ -70,7 +73,7 @@ def budget_from_profiling(cost_model: CostModel, slo_s: float, num_decodes: int 
 @dataclass
 class CapacityResult:
     """Highest QPS meeting both SLOs, and every trial of the search:
-    (qps, p99_tbt_s, median_scheduling_delay_s, meets)."""
+    (qps, p99_itl_s, median_scheduling_delay_s, meets)."""
 
     qps: float
     slo_s: float
@@ -97,9 +100,9 @@ def capacity_search(cost_model: CostModel, scheduler_config: SchedulerConfig,
 
     def meets(qps: float) -> bool:
         r = simulate(workload_at(qps), cost_model, scheduler_config, cache_config)
-        ok = (r.p99_tbt <= slo_s
+        ok = (r.p99_itl <= slo_s
               and r.median_scheduling_delay <= max_median_scheduling_delay_s)
-        res.trials.append((qps, r.p99_tbt, r.median_scheduling_delay, ok))
+        res.trials.append((qps, r.p99_itl, r.median_scheduling_delay, ok))
         return ok
 
     if not meets(qps_lo):
@@ -114,6 +117,41 @@ def capacity_search(cost_model: CostModel, scheduler_config: SchedulerConfig,
         qps_lo, qps_hi = (mid, qps_hi) if meets(mid) else (qps_lo, mid)
     res.qps = qps_lo
     return res
+
+
+def goodput(result: SimResult, ttft_s: float | None = None, tpot_s: float | None = None,
+            e2el_s: float | None = None) -> float:
+    """``vllm bench serve --goodput``'s "Request goodput (req/s)" for a simulated run: the
+    requests whose every given metric is <= its SLO (TTFT; TPOT = (E2EL - TTFT) /
+    (output tokens - 1), 0 for a one-token request, as vLLM counts it; E2EL), divided by the
+    run's duration (first arrival to last token). A per-request verdict on means: a request
+    with one long stall among many fast tokens can still be good on TPOT, while the pooled
+    P99 TBT of ``capacity_search`` sees that stall."""
+    slos = {"ttft_s": ttft_s, "tpot_s": tpot_s, "e2el_s": e2el_s}
+    if all(v is None for v in slos.values()):
+        raise ValueError("goodput needs at least one SLO: ttft_s, tpot_s or e2el_s")
+    for name, v in slos.items():
+        if v is not None:
+            check_positive(name, v)
+    good = sum(1 for o in result.outputs
+               if (ttft_s is None or o.metrics.ttft <= ttft_s)
+               and (tpot_s is None or (o.metrics.tpot or 0.0) <= tpot_s)
+               and (e2el_s is None or o.metrics.e2el <= e2el_s))
+    return good / _duration(result)
+
+
+def request_throughput(result: SimResult) -> float:
+    """``vllm bench serve``'s "Request throughput (req/s)": finished requests over the run's
+    duration (first arrival to last token), the number goodput is read against."""
+    return len(result.outputs) / _duration(result)
+
+
+def _duration(result: SimResult) -> float:
+    if not result.outputs:
+        raise ValueError("result has no finished requests")
+    first = min(o.metrics.arrival_time for o in result.outputs)
+    last = max(o.metrics.token_times[-1] for o in result.outputs)
+    return last - first
 
 
 def prefill_chunk_times(cost_model: CostModel, prompt_len: int,
@@ -145,29 +183,32 @@ def chunking_overhead(cost_model: CostModel, prompt_len: int,
 
 
 def sweep_budgets(cost_model: CostModel, budgets: Sequence[int],
-                  workload: Sequence[WorkloadRequest], max_num_seqs: int = 128,
-                  ) -> list[dict[str, float]]:
-    """Simulate ``workload`` once per token budget (chunked) and once prefill-first.
-    Rows: policy, budget, p99_tbt_s, median_ttft_s, median_scheduling_delay_s."""
+                  workload: Sequence[WorkloadRequest], max_num_seqs: int | None = None,
+                  ) -> list[dict[str, Any]]:
+    """Simulate ``workload`` once per token budget (``batching="mixed"``) and once
+    prefill-first (its budget: the whole window). Rows: batching, budget, p99_itl_s,
+    median_ttft_s, median_scheduling_delay_s."""
     rows = []
     mml = cost_model.model.max_model_len
-    runs = [("chunked", b) for b in budgets] + [("prefill_first", mml)]
-    for policy, b in runs:
-        r = simulate(workload, cost_model, scheduler_config_for(policy, b, mml, max_num_seqs))
-        rows.append({"policy": policy, "budget": b, "p99_tbt_s": r.p99_tbt,
-                     "median_ttft_s": r.median_ttft,
+    runs = [("mixed", b) for b in budgets] + [("prefill_first", None)]
+    for batching, b in runs:
+        sc = SchedulerConfig.for_budget(b, max_model_len=mml, batching=batching,
+                                        max_num_seqs=max_num_seqs)
+        r = simulate(workload, cost_model, sc)
+        rows.append({"batching": batching, "budget": sc.max_num_batched_tokens,
+                     "p99_itl_s": r.p99_itl, "median_ttft_s": r.median_ttft,
                      "median_scheduling_delay_s": r.median_scheduling_delay})
     return rows
 
 
-def compare_policies(workload: Sequence[WorkloadRequest], cost_model: CostModel,
+def compare_batching(workload: Sequence[WorkloadRequest], cost_model: CostModel,
                      budget: int) -> dict[str, SimResult]:
-    """``workload`` simulated with chunked prefill at ``budget`` and with prefill-first,
-    keyed by a label for each (the slider view of notebook 08)."""
+    """``workload`` simulated with ``batching="mixed"`` (chunked prefill) at ``budget``
+    and prefill-first, keyed ``"mixed (budget N)"`` and ``"prefill_first"``."""
     mml = cost_model.model.max_model_len
     return {
-        f"chunked (budget {budget})": simulate(workload, cost_model,
-                                               scheduler_config_for("chunked", budget, mml)),
-        "prefill-first": simulate(workload, cost_model,
-                                  scheduler_config_for("prefill_first", budget, mml)),
+        f"mixed (budget {budget})": simulate(workload, cost_model, SchedulerConfig.for_budget(
+            budget, max_model_len=mml)),
+        "prefill_first": simulate(workload, cost_model, SchedulerConfig.for_budget(
+            None, max_model_len=mml, batching="prefill_first")),
     }

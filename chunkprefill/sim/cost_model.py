@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from chunkprefill.config import CacheConfig, cdiv, check_float, check_int, check_positive
+from chunkprefill.checks import cdiv, check_float, check_int, check_positive
+from chunkprefill.config import CacheConfig
 from chunkprefill.scheduler import SchedulerOutput
 from chunkprefill.sim.presets import GB, HardwareSpec, ModelSpec
 
@@ -176,10 +177,6 @@ class CostModel:
             head_flops_per_seq=2.0 * m.lm_head_params_per_gpu,
             weight_bytes=m.linear_bytes_per_step)
 
-    def attention_time(self, query_len: int, context_len: int) -> float:
-        """One request's attention (``attention_seconds``)."""
-        return attention_seconds(self.unit_costs, query_len, context_len, self.attention_tile)
-
     def step_breakdown(self, batch: Batch) -> dict[str, float]:
         """Seconds per component for one step: overhead, linear, attention, communication
         (and their sum, ``total``). ``batch`` = [(query_len, context_len), ...]."""
@@ -308,18 +305,8 @@ def batch_from_output(scheduler_output: SchedulerOutput) -> list[tuple[int, int]
 
 
 def batches_from_step_log(step_log: Iterable[Any]) -> list[list[tuple[int, int]]]:
-    """Rebuild each logged step's (query_len, context_len) list from an engine's
-    ``step_log`` alone: a request's context is the sum of its earlier chunks, reset to 0
-    when it is preempted (it recomputes from scratch)."""
-    computed: dict[str, int] = {}
-    batches = []
-    for rec in step_log:
-        for rid in rec.preempted:
-            computed[rid] = 0
-        batch = []
-        for rid, n in rec.num_scheduled_tokens.items():
-            c = computed.get(rid, 0)
-            batch.append((n, c))
-            computed[rid] = c + n
-        batches.append(batch)
-    return batches
+    """Each logged step's (query_len, context_len) list, read off an engine's ``step_log``
+    (``StepRecord.num_computed_tokens`` is where each request's tokens started: a
+    prefix-cache hit and the KV of earlier chunks included)."""
+    return [[(n, rec.num_computed_tokens[rid]) for rid, n in rec.num_scheduled_tokens.items()]
+            for rec in step_log]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chunkprefill.config import check_int, check_positive
+from chunkprefill.checks import check_int, check_positive
 
 GB = 1e9  # datasheets count memory and bandwidth in powers of ten
 TB = 1e12

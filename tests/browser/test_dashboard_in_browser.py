@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = os.environ.get("CHUNKPREFILL_BROWSER_NOTEBOOK", "06_chunk_size_tradeoffs.ipynb")
+NOTEBOOK = os.environ.get("CHUNKPREFILL_BROWSER_NOTEBOOK", "07_chunk_size_tradeoffs.ipynb")
 CHROMIUM = os.environ.get("CHUNKPREFILL_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "artifacts" / "browser"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
