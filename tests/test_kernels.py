@@ -27,8 +27,8 @@ from chunkprefill.attention import (
     write_kv,
 )
 from chunkprefill.config import ModelConfig  # noqa: E402
+from chunkprefill.kernels import INTERPRET, unified_attention
 from chunkprefill.kernels.kv_store import reshape_and_cache  # noqa: E402
-from chunkprefill.kernels.unified_attention import INTERPRET, unified_attention
 from chunkprefill.model import ToyTransformer  # noqa: E402
 
 DEVICE = "cpu"
