@@ -487,11 +487,14 @@ def _torch_paged_attention(
         # the masked upper triangle instead of computing and discarding it. (A dense boolean
         # mask would take the unfused path and make one whole-prompt step cost more than the
         # same prompt in chunks: a CPU artefact, not physics.)
+        # A whole prompt (q_len == kv_len) is plain causal: the same kernel, no mask object.
+        causal = {"is_causal": True} if q_len == kv_len else {
+            "attn_mask": causal_lower_right(q_len, kv_len)}
         o = F.scaled_dot_product_attention(
             q.permute(1, 2, 0, 3),  # (Hkv, g, q, D)
             k.transpose(0, 1)[:, None].expand(-1, group_size, -1, -1),  # (Hkv, g, L, D)
             v.transpose(0, 1)[:, None].expand(-1, group_size, -1, -1),  # (Hkv, g, L, D)
-            attn_mask=causal_lower_right(q_len, kv_len), scale=scale)  # (Hkv, g, q, D)
+            scale=scale, **causal)  # (Hkv, g, q, D)
         out[p.start : p.start + q_len] = o.permute(2, 0, 1, 3).reshape(
             q_len, num_q_heads, head_dim).to(query.dtype)  # (q, Hq, D)
     return out

@@ -25,11 +25,19 @@ from chunkprefill.scheduler import SchedulerOutput
 
 
 class ModelExecutor:
-    """Owns the model, its paged KV tensors and the per-request samplers."""
+    """Owns the model, its paged KV tensors and the per-request samplers.
+
+    ``prune_last_layer`` (default on): the last layer runs attention and MLP only for the rows
+    that sample (``ToyTransformer.forward``'s ``logits_indices``); every row's K/V is still
+    written in every layer, so later tokens see the same cache. vLLM computes every row
+    through every layer and drops the unsampled ones only before the LM head; set it False
+    to do the same (e.g. to read every position's hidden state through a forward hook)."""
 
     def __init__(self, model: Any, cache_config: CacheConfig, attention_backend: str | None,
-                 device: Any = None, warmup: bool | None = None) -> None:
+                 device: Any = None, warmup: bool | None = None,
+                 prune_last_layer: bool = True) -> None:
         self.model = model
+        self.prune_last_layer = prune_last_layer
         self.device = torch.device(device) if device is not None else next(
             model.parameters()).device
         model.to(self.device)
@@ -113,13 +121,16 @@ class ModelExecutor:
             self._events = (torch.cuda.Event(enable_timing=True),
                             torch.cuda.Event(enable_timing=True))
             self._events[0].record()
+        rows = [row for _, row in sampling]
         hidden = self.model.forward(ids, positions, self.kv_caches, meta,
                                     backend=self.attention_backend,
-                                    logits_indices=[row for _, row in sampling])
+                                    logits_indices=rows if self.prune_last_layer else None)
         if self._cuda:
             self._events[1].record()
         if not sampling:
             return {}, None
+        if not self.prune_last_layer:
+            hidden = hidden[rows]
         logits = self.model.compute_logits(hidden)  # (S, vocab)
         reqs = [requests[rid] for rid, _ in sampling]
         if not self._cuda:

@@ -173,6 +173,18 @@ class Attention(_Fused):
         v = v.view(T, kv, self.head_dim)  # (T, n_kv_heads, head_dim)
         return qk[:, :h], qk[:, h:], v  # views: (T, n_heads, head_dim), (T, n_kv_heads, ...)
 
+    def qkv_rows(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                 rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``qkv`` when only ``rows`` will attend: k and v (T, Hkv, D) for every token (the
+        cache needs them), q (len(rows), Hq, D) for those rows alone."""
+        T, h, kv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        w_q, w_kv = self.qkv_weight.split([h * d, 2 * kv * d])  # row blocks: views
+        k, v = F.linear(x, w_kv).split([kv * d, kv * d], dim=-1)
+        k = apply_rope(k.view(T, kv, d), cos, sin)
+        q = F.linear(x.index_select(0, rows), w_q).view(-1, h, d)
+        return apply_rope(q, cos.index_select(0, rows), sin.index_select(0, rows)), k, \
+            v.view(T, kv, d)
+
     def dense_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Plain causal attention over one whole sequence: the ground truth."""
         T = q.shape[0]
@@ -201,7 +213,7 @@ class MLP(_Fused):
     def act(self, x: torch.Tensor) -> torch.Tensor:
         """silu(gate(x)) * up(x): what down_proj multiplies."""
         gate, up = F.linear(x, self.gate_up_weight).chunk(2, dim=-1)
-        return F.silu(gate).mul_(up)
+        return F.silu(gate, inplace=True).mul_(up)  # in place: the GEMM's output is ours
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.act(x))
@@ -387,20 +399,24 @@ class ToyTransformer(nn.Module):
         x = self.embed_tokens(input_ids)  # (T, hidden)
         slots = attn_metadata.slot_mapping
         last = len(self.layers) - 1
+        prune = logits_indices is not None and len(logits_indices) < input_ids.shape[0]
         for i, (layer, (k_cache, v_cache)) in enumerate(zip(self.layers, kv_caches,
                                                            strict=True)):
             attn = layer.self_attn
-            q, k, v = attn.qkv(layer.input_layernorm(x), cos, sin)
             check = i == 0  # the arguments of every layer are alike: check them once a step
-            write_kv(k, v, k_cache, v_cache, slots, backend, check=check)
             meta = attn_metadata
-            if i == last and logits_indices is not None and len(logits_indices) < x.shape[0]:
-                # only these rows' outputs count (all of them, e.g. a decode step: no change)
+            if i == last and prune:  # only these rows' outputs count (not all of them)
+                assert logits_indices is not None
+                rows = torch.tensor(logits_indices, dtype=torch.long, device=x.device)
+                q, k, v = attn.qkv_rows(layer.input_layernorm(x), cos, sin, rows)
+                write_kv(k, v, k_cache, v_cache, slots, backend, check=check)
                 if not logits_indices:  # a mid-prompt chunk: nothing samples
                     return self.norm(x[:0])  # (0, hidden)
-                rows = torch.tensor(logits_indices, dtype=torch.long, device=x.device)
                 meta = attn_metadata.for_rows(logits_indices)
-                q, x = q.index_select(0, rows), x.index_select(0, rows)
+                x = x.index_select(0, rows)
+            else:
+                q, k, v = attn.qkv(layer.input_layernorm(x), cos, sin)
+                write_kv(k, v, k_cache, v_cache, slots, backend, check=check)
             o = paged_attention(q, k_cache, v_cache, meta, attn.scale, backend, check=check)
             # The residual adds ride on the matmuls: x += o @ W_o^T in one pass, no temporary.
             x.addmm_(o.reshape(x.shape[0], -1), attn.o_proj.weight.t())  # (T, hidden)

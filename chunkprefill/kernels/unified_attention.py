@@ -35,8 +35,10 @@ import torch
 import triton
 import triton.language as tl
 
-from chunkprefill.kernels._common import _require, check_triton_device
+from chunkprefill.kernels._common import INTERPRET, _require, check_triton_device
 from chunkprefill.kernels.launch import attention_launch_config, launch_target
+
+__all__ = ["INTERPRET", "unified_attention", "unified_attention_args", "unified_attention_kernel"]
 
 
 # The JIT compiles one variant per specialisation of its int arguments (== 1, divisible by
