@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from chunkprefill.config import SchedulerConfig
 from chunkprefill.course.panels.common import figure_png
 from chunkprefill.course.plots.measured import plot_chunk_dashboard
-from chunkprefill.i18n import tr
+from chunkprefill.i18n import N_, tr
 from chunkprefill.lab.progress import Progress
 from chunkprefill.lab.serving import (
     BudgetPoint,
@@ -262,9 +262,12 @@ class ChunkDashboardData:
             itl[_short_label(ref_key)] = ref.itl
             ttft[_short_label(ref_key)] = ref.ttft
         wl = self.workload_of(key)
-        title = (f"{_short_label(key)}, threshold {key.threshold} | {wl.num_decodes} short + "
-                 f"{wl.num_long} long ({wl.long_prompt_len}-token) prompts at {wl.rate:g} req/s"
-                 f" | {key.device} [{timing_label(key.device)}]")
+        title = tr("{label}, threshold {threshold} | {num_decodes} short + {num_long} long "
+                   "({long_prompt_len}-token) prompts at {rate:g} req/s | {device} [{clock}]",
+                   label=_short_label(key), threshold=key.threshold,
+                   num_decodes=wl.num_decodes, num_long=wl.num_long,
+                   long_prompt_len=wl.long_prompt_len, rate=wl.rate, device=key.device,
+                   clock=timing_label(key.device))
         return plot_chunk_dashboard(result.metrics, result.long_ids, self.sweep_points(key),
                                     key.budget if key.chunked else None, itl, ttft, title)
 
@@ -274,8 +277,14 @@ class ChunkDashboardData:
         return self.pngs[key]
 
 
+# What the panel says of a view's ``DashboardView.source`` (a refused one shows its error).
+SOURCE_NOTES = {"precomputed": N_("source: precomputed"),
+                "measured now": N_("source: measured now (its row measured just now, now cached)")}
+
+
 def _short_label(key: DashboardKey) -> str:
-    return f"budget {key.budget}" if key.chunked else f"no chunking ({key.budget})"
+    return (tr("budget {budget}", budget=key.budget) if key.chunked
+            else tr("no chunking ({budget})", budget=key.budget))
 
 
 def dashboard_summary(data: ChunkDashboardData, key: DashboardKey, result: MixedResult) -> str:
@@ -284,28 +293,35 @@ def dashboard_summary(data: ChunkDashboardData, key: DashboardKey, result: Mixed
     wl = data.workload_of(key)
     ms = 1e3
     itl, ttft = result.itl, result.ttft
+    setting = {"budget": key.budget, "threshold": key.threshold}
     lines = [
-        f"{'chunked prefill' if key.chunked else 'chunking OFF'}, budget {key.budget}, "
-        f"long_prefill_token_threshold {key.threshold}",
-        f"{wl.num_decodes} short requests + {wl.num_long} long prompts of "
-        f"{wl.long_prompt_len} tokens,",
+        tr("chunked prefill, budget {budget}, long_prefill_token_threshold {threshold}",
+           **setting) if key.chunked else
+        tr("chunking OFF, budget {budget}, long_prefill_token_threshold {threshold}", **setting),
+        tr("{num_decodes} short requests + {num_long} long prompts of {long_prompt_len} tokens,",
+           num_decodes=wl.num_decodes, num_long=wl.num_long, long_prompt_len=wl.long_prompt_len),
         tr("Poisson arrivals at {rate:g} req/s on the nominal clock", rate=wl.rate),
         f"{key.device} [{timing_label(key.device)}]", "",
-        f"ITL   P50 {np.percentile(itl, 50) * ms:7.1f} ms   P99 {np.percentile(itl, 99) * ms:7.1f}"
-        f" ms   max {itl.max() * ms:7.1f} ms",
+        tr("ITL   P50 {p50_ms:7.1f} ms   P99 {p99_ms:7.1f} ms   max {max_ms:7.1f} ms",
+           p50_ms=np.percentile(itl, 50) * ms, p99_ms=np.percentile(itl, 99) * ms,
+           max_ms=itl.max() * ms),
         f"TTFT  P50 {np.percentile(ttft, 50) * ms:7.1f} ms   P99 "
         f"{np.percentile(ttft, 99) * ms:7.1f} ms",
-        "long prompts' TTFT: " + ", ".join(f"{t * ms:.0f}" for t in result.long_ttft) + " ms",
+        tr("long prompts' TTFT: {ttfts} ms",
+           ttfts=", ".join(f"{t * ms:.0f}" for t in result.long_ttft)),
     ]
     longest = max(result.step_log, key=lambda s: s.duration_s)
-    lines.append(f"{len(result.step_log)} steps; the longest ran {longest.num_tokens} token(s) "
-                 f"({longest.num_prefill_tokens} prefill) in {longest.duration_s * ms:.0f} ms")
+    lines.append(tr("{num_steps} steps; the longest ran {num_tokens} token(s) ({num_prefill} "
+                    "prefill) in {step_ms:.0f} ms", num_steps=len(result.step_log),
+                    num_tokens=longest.num_tokens, num_prefill=longest.num_prefill_tokens,
+                    step_ms=longest.duration_s * ms))
     ref_key = data.reference_key(key)
     if key.chunked and ref_key is not None and ref_key in data.runs:
         ref = data.runs[ref_key]
-        lines.append(f"no chunking ({ref_key.budget}): ITL P99 "
-                     f"{np.percentile(ref.itl, 99) * ms:.1f} ms, TTFT P50 "
-                     f"{np.percentile(ref.ttft, 50) * ms:.1f} ms")
+        lines.append(tr("no chunking ({budget}): ITL P99 {p99_ms:.1f} ms, TTFT P50 "
+                        "{ttft_ms:.1f} ms", budget=ref_key.budget,
+                        p99_ms=np.percentile(ref.itl, 99) * ms,
+                        ttft_ms=np.percentile(ref.ttft, 50) * ms))
     return "\n".join(lines)
 
 
@@ -357,14 +373,14 @@ def chunk_dashboard(data: ChunkDashboardData | None = None, budget: int = 256,
                                  layout=w.Layout(width="430px"))
 
     controls = {
-        "budget": choice("token budget", DASH_BUDGETS, budget),
-        "threshold": choice("long_prefill threshold", DASH_THRESHOLDS, threshold),
-        "long_prompt_len": choice("long prompt length", DASH_LONG_LENS, wl.long_prompt_len),
-        "num_decodes": choice("short requests", DASH_DECODES, wl.num_decodes),
-        "rate": choice("arrivals (req/s)", DASH_RATES, wl.rate),
-        "chunked": w.Checkbox(value=chunked, description="chunked prefill"),
+        "budget": choice(tr("token budget"), DASH_BUDGETS, budget),
+        "threshold": choice(tr("long_prefill threshold"), DASH_THRESHOLDS, threshold),
+        "long_prompt_len": choice(tr("long prompt length"), DASH_LONG_LENS, wl.long_prompt_len),
+        "num_decodes": choice(tr("short requests"), DASH_DECODES, wl.num_decodes),
+        "rate": choice(tr("arrivals (req/s)"), DASH_RATES, wl.rate),
+        "chunked": w.Checkbox(value=chunked, description=tr("chunked prefill")),
         "device": w.Dropdown(options=devices, value=device or devices[0],
-                             description="device · backend",
+                             description=tr("device · backend"),
                              style={"description_width": "150px"}),
     }
     text = w.HTML(layout=w.Layout(flex="1 1 auto", margin="0 0 0 16px"))
@@ -373,20 +389,20 @@ def chunk_dashboard(data: ChunkDashboardData | None = None, budget: int = 256,
     def render(_change: object = None) -> None:
         values = {k: c.value for k, c in controls.items()}
         def progress(done: int, total: int) -> None:
-            text.value = (f"<i>measuring this row's budget sweep on the toy model: run {done} "
-                          f"of {total} done (then every budget of the row is a lookup)...</i>")
+            text.value = ("<i>" + tr("measuring this row's budget sweep on the toy model: run "
+                                     "{done} of {total} done (then every budget of the row is "
+                                     "a lookup)...", done=done, total=total) + "</i>")
 
         view = chunk_dashboard_update(data, **values, progress=progress)
         if view.error is not None:
-            text.value = ("<b>The scheduler refuses this configuration:</b>"
+            text.value = ("<b>" + tr("The scheduler refuses this configuration:") + "</b>"
                           "<pre style='color:#a00; white-space:pre-wrap; word-break:normal'>"
                           f"{html.escape(view.error)}</pre>")
             image.value = b""
             image.layout.display = "none"
             return
-        note = "" if view.source == "precomputed" else " (its row measured just now, now cached)"
         text.value = (f"<pre style='font-size:11px'>{html.escape(view.text)}</pre>"
-                      f"<i style='font-size:11px'>source: {view.source}{note}</i>")
+                      f"<i style='font-size:11px'>{tr(SOURCE_NOTES[view.source])}</i>")
         image.value = view.png  # type: ignore[assignment]
         image.layout.display = None
 

@@ -46,11 +46,11 @@ def prefix_panel(prefix_len: int = 100, block_size: int = 16, budget: int = 32) 
 
     controls = {
         "prefix_len": w.IntSlider(value=prefix_len, min=PREFIX_RANGE[0], max=PREFIX_RANGE[1],
-                                  description="shared prefix", continuous_update=False),
+                                  description=tr("shared prefix"), continuous_update=False),
         "block_size": w.Dropdown(options=list(BLOCK_SIZES), value=block_size,
-                                 description="block size"),
+                                 description=tr("block size")),
         "budget": w.IntSlider(value=budget, min=PREFIX_BUDGET_RANGE[0], max=PREFIX_BUDGET_RANGE[1],
-                              description="token budget", continuous_update=False),
+                              description=tr("token budget"), continuous_update=False),
     }
     text, image = w.HTML(), w.Image(format="png")
 

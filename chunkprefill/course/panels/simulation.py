@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chunkprefill.i18n import tr
+
 SIM_PANEL_BUDGET = 2048
 
 SIM_PANEL_QPS = 6.0  # a load at which prefill-first's stalls break the strict SLO
@@ -22,7 +24,8 @@ def simulation_view(cost_model: Any = None, budget: int = SIM_PANEL_BUDGET,
     wl = sharegpt_like(num_requests, qps, seed=seed, max_model_len=cm.model.max_model_len)
     results = compare_batching(wl, cm, budget)
     return plot_simulation(results, cm, tbt_slo(cm),
-                           f"{num_requests} ShareGPT-like requests at {qps:g} QPS"), results
+                           tr("{num_requests} ShareGPT-like requests at {qps:g} QPS",
+                              num_requests=num_requests, qps=qps)), results
 
 
 def simulation_panel(cost_model: Any = None, num_requests: int = 200, seed: int = 0,
@@ -39,6 +42,6 @@ def simulation_panel(cost_model: Any = None, num_requests: int = 200, seed: int 
     return widgets.interactive(
         show,
         budget=widgets.SelectionSlider(options=[256, 512, 1024, 2048, 4096, 8192], value=budget,
-                                       description="budget"),
+                                       description=tr("budget")),
         qps=widgets.FloatSlider(value=qps, min=0.25, max=8.0, step=0.25, description="QPS"),
     )

@@ -75,7 +75,7 @@ def plot_hash_chain(prompts: dict[str, Sequence[int]], block_size: int,
             if len(toks) > 14:
                 toks = toks[:12] + "…"
             ax.text(b.index * 1.3 + 0.5, y + 0.55, toks, ha="center", fontsize=7)
-            ax.text(b.index * 1.3 + 0.5, y + 0.2, b.block_hash or "no hash", ha="center",
+            ax.text(b.index * 1.3 + 0.5, y + 0.2, b.block_hash or tr("no hash"), ha="center",
                     fontsize=8, family="monospace")
             if b.index and b.block_hash is not None:
                 ax.add_patch(FancyArrowPatch((b.index * 1.3 - 0.3, y + 0.2),
@@ -85,8 +85,8 @@ def plot_hash_chain(prompts: dict[str, Sequence[int]], block_size: int,
     ax.set_ylim(-1.4 * (len(rows) - 1) - 0.3, 1.1)
     ax.axis("off")
     ax.legend(handles=[Patch(facecolor=c, alpha=0.35, edgecolor="black", label=lab)
-                       for c, lab in ((HIT, "hit: KV reused"), (COMPUTED, "computed"),
-                                      (NO_HASH, "partial block: no hash"))],
+                       for c, lab in ((HIT, tr("hit: KV reused")), (COMPUTED, tr("computed")),
+                                      (NO_HASH, tr("partial block: no hash")))],
               loc="upper right", ncol=3, fontsize=8, frameon=False)
     return fig  # type: ignore[return-value]
 
@@ -217,17 +217,17 @@ def plot_hit_staircase(prompt_len: int, block_sizes: Sequence[int], budget: int 
         ax = fig.add_subplot()
     fig = ax.figure
     xs = list(range(1, prompt_len + 1))
-    ax.plot(xs, xs, color="0.6", ls=":", label="shared tokens (upper bound)")
+    ax.plot(xs, xs, color="0.6", ls=":", label=tr("shared tokens (upper bound)"))
     for bs in block_sizes:
         hits = [shared_prompt_run(x, bs, budget, prompt_len).num_cached_tokens for x in xs]
-        line, = ax.step(xs, hits, where="post", label=f"hit, block_size={bs}")
+        line, = ax.step(xs, hits, where="post", label=tr("hit, block_size={bs}", bs=bs))
         if prompt_len % bs == 0:  # the whole prompt is whole blocks: the cap costs one
             ax.plot([prompt_len], [prompt_len], "o", mfc="none", color=line.get_color())
-            ax.annotate(f"cap num_tokens-1: {prompt_len - hits[-1]} recomputed",
+            ax.annotate(tr("cap num_tokens-1: {n} recomputed", n=prompt_len - hits[-1]),
                         (prompt_len, hits[-1]), xytext=(-150, -30 - 12 * len(ax.texts)),
                         textcoords="offset points", fontsize=8, color=line.get_color(),
                         arrowprops={"arrowstyle": "->", "color": line.get_color()})
-    ax.set_xlabel("prefix P shares with the cached prompt (tokens)")
-    ax.set_ylabel("tokens served from the cache")
+    ax.set_xlabel(tr("prefix P shares with the cached prompt (tokens)"))
+    ax.set_ylabel(tr("tokens served from the cache"))
     ax.legend(fontsize=8)
     return fig  # type: ignore[return-value]

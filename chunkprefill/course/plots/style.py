@@ -6,6 +6,8 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from chunkprefill.i18n import N_
+
 # One colour per kind of token work, shared by every trace plot so the legend reads the same.
 COLORS = {
     "decode": "tab:blue",
@@ -17,14 +19,15 @@ COLORS = {
     "stalled": "#f2dfa7",
     "preempted": "black",
 }
+# Legend labels per kind, marked for the catalog: translate at use, ``tr(LABELS[kind])``.
 LABELS = {
-    "decode": "decode (1 token)",
-    "prefill": "prefill (prompt tokens)",
-    "recompute": "recompute after preemption",
-    "left": "budget left over",
-    "absent": "not there",
-    "waiting": "waiting in queue",
-    "stalled": "running, no tokens this step",
+    "decode": N_("decode (1 token)"),
+    "prefill": N_("prefill (prompt tokens)"),
+    "recompute": N_("recompute after preemption"),
+    "left": N_("budget left over"),
+    "absent": N_("not there"),
+    "waiting": N_("waiting in queue"),
+    "stalled": N_("running, no tokens this step"),
 }
 _ANNOTATE_MAX_STEPS = 40  # beyond this, numbers in cells are unreadable
 _MAX_WIDTH = 16.0  # inches: long traces squeeze their columns instead of growing forever
