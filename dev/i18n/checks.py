@@ -247,8 +247,10 @@ def load_terms(path: Path) -> Terms:
 def non_taiwan_characters() -> dict[str, str]:
     """Characters a Taiwan text never uses, from OpenCC's tables (opencc-python-reimplemented):
     a Simplified-only character is a key of STCharacters that is no Traditional form (not among
-    any mapping's targets, not a key of TSCharacters); a variant is a key of TWVariants (the
-    standard form where Taiwan writes another, 爲 -> 為). Value: what to write instead."""
+    any mapping's targets, not a key of TSCharacters) and whose Traditional form Taiwan does not
+    write as the character itself (峰: OpenCC maps it to 峯, which TWVariants maps back); a
+    variant is a key of TWVariants (the standard form where Taiwan writes another, 爲 -> 為).
+    Value: what to write instead."""
     import opencc
 
     folder = Path(opencc.__file__).parent / "dictionary"
@@ -262,7 +264,8 @@ def non_taiwan_characters() -> dict[str, str]:
     bad = {k: "/".join(tw.get(c, [c])[0] for c in v) for k, v in st.items()
            if k not in traditional}
     bad.update({k: "/".join(v) for k, v in tw.items()})
-    return bad
+    # a character whose Taiwan form is itself is Taiwan usage (峰 -> 峯 -> 峰, 群 -> 羣 -> 群)
+    return {k: v for k, v in bad.items() if v != k}
 
 
 def _prose(text: str) -> str:
