@@ -30,6 +30,9 @@ def test_faithful_prose_keeps_code_links_tags_digits_and_quotes():
     assert _prose(ZH.replace("`make test`", "make test")) == [
         "code spans differ: English {'make test': 1}, translation {}"]
     assert "link targets differ" in _prose(ZH.replace("docs.vllm.ai/", "docs.vllm.ai/en/"))[0]
+    # the one link a translation may add: to its English original, one folder up
+    assert _prose(ZH + "（[英文版](../00_course_map.ipynb)）") == []
+    assert "link targets differ" in _prose(ZH + "（[英文版](https://example.com/)）")[0]
     assert "HTML tags differ" in _prose(ZH.replace("<b>這個</b>", "這個"))[0]
     assert "digits differ" in _prose(ZH.replace("3 次", "三次"))[0]
     reworded = ZH.replace("token budget 是 16", "token budget 為 16")
