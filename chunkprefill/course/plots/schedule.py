@@ -28,6 +28,7 @@ from chunkprefill.course.plots.style import (
     _width,
     figure_and_axes,
 )
+from chunkprefill.i18n import tr
 from chunkprefill.trace import TraceStep
 
 
@@ -153,11 +154,11 @@ def _draw_timeline(ax: Axes, steps: Sequence[TraceStep], request_ids: Sequence[s
     py = [ids.index(rid) for s in steps for rid in s.preempted if rid in ids]
     present = set(kinds.ravel().tolist())
     legend_order = ("prefill", "recompute", "decode", "waiting", "stalled")
-    handles: list[Any] = [Patch(facecolor=COLORS[k], edgecolor="0.6", label=LABELS[k])
+    handles: list[Any] = [Patch(facecolor=COLORS[k], edgecolor="0.6", label=tr(LABELS[k]))
                           for k in legend_order if TIMELINE_KINDS.index(k) in present]
     if px:
         handles.append(ax.scatter(px, py, marker="x", s=60, color=COLORS["preempted"],
-                                  label="preempted", zorder=3))
+                                  label=tr("preempted"), zorder=3))
     ax.set_yticks(range(len(ids)), ids)
     ax.set_ylim(len(ids) - 0.5, -0.5)  # first request on top, like the table
     ax.set_xlim(-0.5, len(steps) - 0.5)
@@ -165,10 +166,10 @@ def _draw_timeline(ax: Axes, steps: Sequence[TraceStep], request_ids: Sequence[s
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    ax.set_xlabel("scheduler step (one schedule() call)")
-    ax.set_ylabel("request")
+    ax.set_xlabel(tr("scheduler step (one schedule() call)"))
+    ax.set_ylabel(tr("request"))
     budget = steps[0].token_budget if steps else 0
-    ax.set_title(f"Who got how many tokens each step (token budget {budget})")
+    ax.set_title(tr("Who got how many tokens each step (token budget {budget})", budget=budget))
     return handles
 
 
@@ -234,22 +235,22 @@ def _draw_budget_bars(ax: Axes, steps: Sequence[TraceStep]) -> None:
         ax.add_collection(PolyCollection(
             verts, facecolors=COLORS[kind], edgecolors="0.6" if outlined else "none",
             linewidths=0.5 if outlined else 0, hatch="//" if outlined else None,
-            antialiaseds=not dense, label=LABELS[kind]), autolim=False)
+            antialiaseds=not dense, label=tr(LABELS[kind])), autolim=False)
         bottom = top
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if steps:
         budget = steps[0].token_budget
         ax.axhline(budget, color="0.3", linestyle="--", linewidth=1,
-                   label="token budget (max_num_batched_tokens)")
+                   label=tr("token budget (max_num_batched_tokens)"))
         ax.set_xlim(steps[0].step - 0.6, steps[-1].step + 0.6)
         ax.set_ylim(0, budget * 1.08)
         # A few round ticks up to the budget, so that a budget like 16 gets its own tick.
         ticks = MaxNLocator(nbins=4, steps=[1, 2, 4, 5, 10], integer=True).tick_values(0, budget)
         ax.set_yticks([t for t in ticks if t <= budget * 1.08])
-    ax.set_xlabel("scheduler step (one schedule() call)")
-    ax.set_ylabel("tokens in the step")
-    ax.set_title("How each step's token budget is spent")
+    ax.set_xlabel(tr("scheduler step (one schedule() call)"))
+    ax.set_ylabel(tr("tokens in the step"))
+    ax.set_title(tr("How each step's token budget is spent"))
 
 
 def plot_budget_bars(
@@ -329,7 +330,7 @@ def plot_kv_blocks(
     fig, ax = figure_and_axes(ax, (_width(len(steps), 0.2), 3.2))
     xs = [s.step for s in steps]
     ax.step(xs, [s.num_free_blocks for s in steps], where="mid", color="tab:green",
-            marker="o", markersize=3, label="free KV blocks (after the step)")
+            marker="o", markersize=3, label=tr("free KV blocks (after the step)"))
     if num_blocks is not None:
         ax.axhline(num_blocks, color="0.3", linestyle="--", linewidth=1,
                    label=f"num_blocks = {num_blocks}")
@@ -338,16 +339,17 @@ def plot_kv_blocks(
     for s in steps:
         if s.preempted:
             ax.axvline(s.step, color=COLORS["recompute"], linestyle=":", linewidth=1.5,
-                       label="preemption" if first else None)
-            ax.annotate("preempt " + ", ".join(s.preempted), (s.step, s.num_free_blocks),
+                       label=tr("preemption") if first else None)
+            ax.annotate(tr("preempt {who}", who=", ".join(s.preempted)),
+                        (s.step, s.num_free_blocks),
                         xytext=(4, 8), textcoords="offset points", fontsize=8,
                         color=COLORS["recompute"])
             first = False
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("scheduler step (one schedule() call)")
-    ax.set_ylabel("free KV blocks")
-    ax.set_title("KV cache: free blocks per step; preemption when they run out")
+    ax.set_xlabel(tr("scheduler step (one schedule() call)"))
+    ax.set_ylabel(tr("free KV blocks"))
+    ax.set_title(tr("KV cache: free blocks per step; preemption when they run out"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
@@ -390,11 +392,11 @@ def plot_computed_tokens(
     px = [s.step for s in steps for _ in s.preempted]
     if px:
         ax.scatter(px, [0] * len(px), marker="x", s=60, color=COLORS["preempted"], zorder=3,
-                   label="preempted (back to 0)")
+                   label=tr("preempted (back to 0)"))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("scheduler step (one schedule() call)")
-    ax.set_ylabel("num_computed_tokens (after step)")
-    ax.set_title("Each request's num_computed_tokens: chunks, decodes, recompute")
+    ax.set_xlabel(tr("scheduler step (one schedule() call)"))
+    ax.set_ylabel(tr("num_computed_tokens (after step)"))
+    ax.set_title(tr("Each request's num_computed_tokens: chunks, decodes, recompute"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 

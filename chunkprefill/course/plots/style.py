@@ -6,7 +6,10 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from chunkprefill.i18n import N_
+
 # One colour per kind of token work, shared by every trace plot so the legend reads the same.
+# The labels are catalog keys: draw ``tr(LABELS[kind])`` (``chunkprefill.i18n``).
 COLORS = {
     "decode": "tab:blue",
     "prefill": "tab:orange",
@@ -18,13 +21,13 @@ COLORS = {
     "preempted": "black",
 }
 LABELS = {
-    "decode": "decode (1 token)",
-    "prefill": "prefill (prompt tokens)",
-    "recompute": "recompute after preemption",
-    "left": "budget left over",
-    "absent": "not there",
-    "waiting": "waiting in queue",
-    "stalled": "running, no tokens this step",
+    "decode": N_("decode (1 token)"),
+    "prefill": N_("prefill (prompt tokens)"),
+    "recompute": N_("recompute after preemption"),
+    "left": N_("budget left over"),
+    "absent": N_("not there"),
+    "waiting": N_("waiting in queue"),
+    "stalled": N_("running, no tokens this step"),
 }
 _ANNOTATE_MAX_STEPS = 40  # beyond this, numbers in cells are unreadable
 _MAX_WIDTH = 16.0  # inches: long traces squeeze their columns instead of growing forever
