@@ -168,6 +168,9 @@ def test_english_words_spares_code_acronyms_units_and_kept_terms():
         == []
     assert checks.english_words("tokens appended, finished requests", TERMS) == [
         "appended", "finished"]
+    # a code-like word glued to others by CJK punctuation does not hide them
+    assert checks.english_words("V1，不切段，token budget 64", TERMS) == []
+    assert checks.english_words("V1，不切段，budget 64", TERMS) == ["budget"]
 
 
 def test_a_catalog_entry_gets_every_text_check():

@@ -347,7 +347,9 @@ def english_words(text: str, terms: Terms) -> list[str]:
     """English words a zh reader would have to read: letters outside the kept terms, acronyms,
     units, single letters and code-like tokens (``Scheduler.schedule()``, ``num_tokens``)."""
     code = re.compile(r"[_.]\w|\(\)|[a-z][A-Z]|\d|=")
-    rest = " ".join(" " if code.search(c) else c for c in re.split(r"[\s/]+", text))
+    # words end at spaces, slashes and CJK punctuation ("V1，不切段，token budget" is three)
+    rest = " ".join(" " if code.search(c) else c
+                    for c in re.split(r"[\s/\u3000-\u303f\uff00-\uffef]+", text))
     for term, _ in sorted(terms.kept, key=lambda t: -len(t[0])):
         rest = re.sub(rf"(?i)(?<![A-Za-z]){re.escape(term)}(?![A-Za-z])", " ", rest)
     return [w for w in re.findall(r"[A-Za-zµ]+", rest)
