@@ -14,7 +14,7 @@ NBVAL := -m pytest --nbval --nbval-cell-timeout=300 -p no:cacheprovider
 export PYTHONHASHSEED := 0
 
 SITE_REPO_URL ?=
-.PHONY: lab test setup browser wheel site npm fonts i18n-tools i18n zh-TW lab-zh-TW
+.PHONY: lab test setup browser wheel site npm fonts i18n-tools i18n zh-TW lab-zh-TW gpu
 
 setup: $(STAMP)
 
@@ -89,3 +89,12 @@ test: $(STAMP) browser fonts i18n-tools wheel site
 	nb=$$(mktemp -d) && cp -r notebooks/. $$nb/ && cd $$nb && \
 	  $(abspath $(WPY)) -c "import chunkprefill, sys; assert '$(CURDIR)' not in chunkprefill.__file__, chunkprefill.__file__" && \
 	  CHUNKPREFILL_I18N_STRICT=1 $(abspath $(WPY)) $(NBVAL) .
+
+# The GPU half (benchmarks/run_gpu.py): GPU tests, kernel and sweep benchmarks and the GPU
+# notebooks, in at most 10 minutes, results under artifacts/gpu/. Without a GPU: one line, exit 0.
+# The notebooks are found by topic, whatever their number; GPU_PY=python3 uses a Python that
+# already has a CUDA torch (the venv's torch is the CPU build).
+GPU_NOTEBOOKS ?= notebooks/*_the_attention_kernel.ipynb notebooks/*_live_gpu_timing.ipynb
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+gpu:
+	@$(GPU_PY) benchmarks/run_gpu.py --out artifacts/gpu $(GPU_NOTEBOOKS)

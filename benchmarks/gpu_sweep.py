@@ -1,24 +1,35 @@
-"""Notebook 08's sweeps as a script: writes CSV + PNG under a folder.
+"""Notebook 08's sweeps (live GPU timing) as a script: writes CSV + PNG + JSON under a folder.
 
-1. step time vs tokens in the step (memory-bound flat region, then compute-bound line);
+1. step time vs tokens in the step (flat while reading the weights dominates, then rising
+   with the arithmetic);
 2. chunking overhead: total prefill time chunked / unchunked, for chunk sizes 256..2048;
 3. tile effect: chunk sizes around a multiple of 64/128 (240..272);
 4. the trade-off: the long prompt's TTFT and the decodes' P99 ITL vs the budget, with only
    the budget changing (``lab.tradeoff_sweep``).
 Every value is a median over interleaved repeats, with its 95% bootstrap interval in the CSV.
-On a GPU it uses CUDA events and the Triton backend; on a CPU it runs the same code with the
-stepping thread's CPU time and says so (and shrinks the sizes so it finishes in minutes).
-Run: python benchmarks/gpu_sweep.py OUT_DIR"""
+
+On a GPU: the Triton backend, the GPU's 16-bit dtype (bf16 from Ampere on, else fp16), and a
+model sized from the GPU's roofline (``chunkprefill.gpu.size_weight_bound_model``) so that a
+1-token step reads its weights for longer than the host takes to launch it: the flat region
+is then the memory, not Python. Engines warm up before the timed steps. On a CPU the same code
+runs with the stepping thread's CPU time on the small toy model, in ``--dtype`` (float32 by
+default; ``--dtype bfloat16`` runs the 16-bit path), and says so; ``--smoke`` shrinks every
+size to check the script in seconds. ``OUT/environment.json`` names the device and the torch,
+Triton and CUDA versions.
+
+Run: python benchmarks/gpu_sweep.py OUT_DIR [--dtype auto|float32|bfloat16|float16] [--smoke]"""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 from pathlib import Path
 
 import torch
 
 from chunkprefill import ModelConfig, ToyTransformer
+from chunkprefill.gpu import describe, environment, gpu_peaks, half_dtype, size_weight_bound_model
 from chunkprefill.lab.stall import (
     TRADEOFF_BUDGETS,
     TRADEOFF_WORKLOAD,
@@ -27,6 +38,8 @@ from chunkprefill.lab.stall import (
 )
 from chunkprefill.lab.step_cost import chunking_overhead, step_time_vs_tokens
 from chunkprefill.timing import clock_label
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
@@ -41,19 +54,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("out", type=Path)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtype", choices=["auto", *DTYPES], default="auto",
+                    help="auto: the GPU's 16-bit dtype on CUDA, float32 on a CPU")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     torch.set_num_threads(a.threads)
-    label = (f"GPU {torch.cuda.get_device_name()} ({clock_label(device)}, triton backend)" if cuda
-             else f"CPU ({clock_label(device)}, torch backend)")
-    print(label)
-    if cuda:  # a model big enough for the GPU's compute-bound region to show
-        cfg = ModelConfig(vocab_size=32000, hidden_size=2048, num_hidden_layers=8,
-                          num_attention_heads=16, num_key_value_heads=4, intermediate_size=5632,
-                          max_position_embeddings=8192)
-        model = ToyTransformer(cfg, seed=0).to(device=device, dtype=torch.bfloat16)
+    dtype = DTYPES[a.dtype] if a.dtype != "auto" else half_dtype(device) if cuda else torch.float32
+    env = environment(device)
+    env.update(dtype=str(dtype), clock=clock_label(device))
+    label = (f"GPU {env['device']} ({clock_label(device)}, triton backend, {dtype})" if cuda
+             else f"CPU ({clock_label(device)}, torch backend, {dtype})")
+    print(describe(env))
+    if cuda and not a.smoke:  # a model whose 1-token step is bound by reading its weights
+        try:
+            sizing = size_weight_bound_model(gpu_peaks(torch.cuda.get_device_name()))
+            cfg = sizing.config
+            print(sizing.explain())
+            env["sizing"] = sizing.explain()
+        except ValueError as err:  # a GPU without datasheet peaks here: the old fixed model
+            print(f"{err}; using hidden 2048")
+            cfg = ModelConfig(vocab_size=32000, hidden_size=2048, num_hidden_layers=8,
+                              num_attention_heads=16, num_key_value_heads=4,
+                              intermediate_size=5632, max_position_embeddings=8192)
+        model = ToyTransformer(cfg, seed=0, device=device, dtype=dtype)
         tokens = [1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096]
         prompt, chunks = 4096, [256, 512, 1024, 2048]
         tiles = list(range(240, 273, 8))
@@ -62,13 +88,22 @@ def main() -> None:
         wl = StallWorkload(num_decodes=32, long_prompt_len=4096, vocab_size=cfg.vocab_size,
                            decode_output_len=96, long_output_len=2, long_arrival_steps=(4,))
         max_len = 8192
+    elif a.smoke:
+        model = ToyTransformer(ModelConfig.tiny(), seed=0, device=device, dtype=dtype)
+        tokens, prompt, chunks, tiles = [1, 8, 32], 64, [16, 32], [24, 32]
+        budgets = [12, 24]
+        wl = StallWorkload(num_decodes=4, decode_prompt_len=8, decode_output_len=8,
+                           long_prompt_len=48, long_output_len=2, long_arrival_steps=(2,),
+                           vocab_size=ModelConfig.tiny().vocab_size)
+        max_len = 128
     else:
-        model = ToyTransformer(ModelConfig.small(), seed=0)
+        model = ToyTransformer(ModelConfig.small(), seed=0, dtype=dtype)
         tokens = [1, 8, 32, 64, 128, 256, 512]
         prompt, chunks = 1024, [256, 512]
         tiles = [240, 256, 272]
         budgets, wl = list(TRADEOFF_BUDGETS), TRADEOFF_WORKLOAD
         max_len = 2048
+    (a.out / "environment.json").write_text(json.dumps(env, indent=1))
     st = step_time_vs_tokens(model, tokens, device=device)
     write_csv(a.out / "step_time.csv", ["tokens", "seconds", "low", "high"],
               [[n, t.median, t.low, t.high] for n, t in zip(tokens, st)])
@@ -104,7 +139,7 @@ def main() -> None:
                   label="long prompt's TTFT")
     ax[1, 1].set(xlabel="budget", ylabel="ms", title="the trade-off: only the budget changes")
     ax[1, 1].legend()
-    fig.suptitle(label)
+    fig.suptitle(f"{label}\n{describe(environment(device))}", fontsize=9)
     fig.tight_layout()
     fig.savefig(a.out / "gpu_sweep.png", dpi=110)
     print(f"wrote {a.out / 'gpu_sweep.png'}")

@@ -51,6 +51,9 @@ class StepRecord:
     finished: list[str] = field(default_factory=list)
     kv_usage: float = 0.0
     num_cached_tokens: dict[str, int] = field(default_factory=dict)
+    # on a GPU: the forward's GPU time (CUDA events around it); duration_s is the step's
+    # host time, longer when launching the kernels takes longer than running them
+    forward_gpu_s: float | None = None
 
     @property
     def end_s(self) -> float:
@@ -191,7 +194,9 @@ class LLMEngine:
             num_computed_tokens=out.num_computed_tokens, token_splits=out.token_splits,
             start_s=start, duration_s=self.clock - start, preempted=out.preempted_req_ids,
             finished=finished, kv_usage=self.scheduler.kv_cache_manager.usage,
-            num_cached_tokens=out.num_cached_tokens))
+            num_cached_tokens=out.num_cached_tokens,
+            forward_gpu_s=None if out.is_empty else getattr(self.executor,
+                                                            "last_forward_gpu_s", None)))
         return [self._output(rid) for rid in finished]
 
     def step_fast_forward(self, stop_at: float = math.inf,

@@ -4,8 +4,13 @@ A learner's laptop is busy. A wall clock (``perf_counter``) times the step *and*
 else the machine ran meanwhile: a browser tab, an indexer, another notebook. The step clock
 times the step's own work instead:
 
-- on a CUDA GPU, **CUDA events** bracket the kernels (the host clock would time the launch,
-  not the work), then we synchronise;
+- on a CUDA GPU, **CUDA events** on the stream bracket the step, then we synchronise. The
+  start event is recorded while the GPU is idle, so the interval runs from the step's first
+  queued work to its last: when the host launches kernels slower than the GPU runs them (a
+  small model's decode step), that is the host's time, launch overhead included, not the
+  GPU's work. ``ModelExecutor`` therefore also records events around the forward alone
+  (``StepRecord.forward_gpu_s``), and ``kernel_time_s`` times a kernel with the queue kept
+  busy. Real engines close the gap with CUDA graphs: one launch replays a whole step;
 - on a CPU, the **thread's CPU time** (``time.thread_time``): seconds the stepping thread
   actually ran, not seconds it waited while the OS ran someone else. This needs PyTorch's
   intra-op work on that thread (``torch.set_num_threads(1)``, as every timed notebook sets);
@@ -30,7 +35,8 @@ from chunkprefill.i18n import N_, tr
 CLOCKS = ("auto", "thread", "process", "wall", "cuda-events")
 
 _LABELS = {
-    "cuda-events": N_("GPU time, CUDA events"),
+    "cuda-events": N_("step time on the GPU's stream (CUDA events; includes launch overhead "
+                      "when the host is the bottleneck)"),
     "thread": N_("CPU thread time (time.thread_time): the step's own work, not a GPU "
                  "measurement"),
     "process": N_("CPU process time (time.process_time): all threads, not a GPU measurement"),
@@ -122,6 +128,26 @@ def time_fn(fn: Callable[[], object], device: Any = "cpu", warmup: int = 2,
             fn()
         out.append(t.elapsed_s)
     return out
+
+
+def kernel_time_s(fn: Callable[[], object], device: Any = "cpu", warmup: int = 5,
+                  iters: int = 50) -> float:
+    """Median seconds of one call of ``fn``, for timing a kernel rather than a step. On CUDA,
+    ``triton.testing.do_bench``: calls are queued back to back (no synchronise between
+    them), each after a write that flushes the L2 cache, so the events bracket the kernel's
+    own work from memory and not the Python that launched it. Elsewhere ``time_fn``'s
+    clock."""
+    if warmup < 0 or iters < 1:
+        raise ValueError(f"warmup must be >= 0 and iters >= 1, got {warmup}, {iters}")
+    if _is_cuda(device):
+        import triton.testing
+
+        for _ in range(warmup):  # compiles and caches before do_bench's own estimate
+            fn()
+        return triton.testing.do_bench(fn, warmup=1, rep=iters, return_mode="median") / 1e3
+    import statistics
+
+    return statistics.median(time_fn(fn, device, warmup=warmup, iters=iters))
 
 
 @contextmanager

@@ -23,3 +23,9 @@ def test_09_chunks():
     # on: 100 - 64 = 36 owed -> 16, 16, 4 = 3 chunks; off: 100 -> 7 chunks of at most 16.
     assert exercises.check_chunks((3, 7)).startswith("Right")
     assert exercises.check_chunks((7, 7)).startswith("Not yet")
+
+
+def test_11_block_size():
+    # 100 shared tokens: 6 whole blocks of 16 (96 tokens); 25 whole blocks of 4 (all 100).
+    assert exercises.check_block_size((96, 100)).startswith("Right")
+    assert exercises.check_block_size((100, 100)).startswith("Not yet")

@@ -100,9 +100,11 @@ def test_run_mixed_accounts_for_every_token(tiny):
     r = run_mixed(tiny, wl, wl.scheduler_config(16))
     reqs = {rid: (t, p, o) for rid, t, p, o in wl.requests()}
     assert [o.request_id for o in r.outputs] == list(reqs)
+    starts = {s.start_s for s in r.step_log}
     for o in r.outputs:
         t, p, n = reqs[o.request_id]
-        assert len(o.output_token_ids) == n and o.metrics.arrival_time == t
+        # admitted right before a step: its TTFT counts from that step's start
+        assert len(o.output_token_ids) == n and o.metrics.arrival_time in starts
         assert len(o.metrics.token_times) == n and o.metrics.ttft > 0
     assert sum(s.num_tokens for s in r.step_log) == sum(p + o - 1 for _, p, o in reqs.values())
     assert max(s.num_tokens for s in r.step_log) <= 16
@@ -112,6 +114,84 @@ def test_run_mixed_accounts_for_every_token(tiny):
     assert isinstance(p, BudgetPoint) and p.budget == 16
     assert p.p50_itl <= p.p99_itl and p.ttft_p50 <= p.ttft_p99
     assert r.device == "cpu" and r.backend == "torch" and "budget 16" in r.label
+
+
+def _nominal_admissions(wl, step_log):
+    """The docstring's rule, by hand: the nominal clock starts at 0, jumps to the next
+    arrival when nothing runs, and advances by ``nominal_step_time(tokens)`` after each
+    step; a request is admitted right before the first step that starts at or after its
+    arrival. Returns ``{request_id: index of that step}``."""
+    pending, clock, at, live = list(wl.requests()), 0.0, {}, set()
+    for k, s in enumerate(step_log):
+        if not live and pending and pending[0][1] > clock:
+            clock = pending[0][1]
+        while pending and pending[0][1] <= clock:
+            rid = pending.pop(0)[0]
+            at[rid], live = k, live | {rid}
+        clock += wl.nominal_step_time(s.num_tokens)
+        live -= set(s.finished)
+    return at
+
+
+def test_run_mixed_admits_by_the_nominal_clock(tiny):
+    wl = MixedWorkload(**{**SMALL, "rate": 200.0})
+    r = run_mixed(tiny, wl, wl.scheduler_config(16))
+    at = _nominal_admissions(wl, r.step_log)
+    assert len(at) == len(r.outputs)
+    assert {o.request_id: o.metrics.arrival_time for o in r.outputs} == \
+        {rid: r.step_log[k].start_s for rid, k in at.items()}
+    assert len(set(at.values())) > 3  # the arrivals really are spread over the run
+
+
+class SlowExecutor:
+    """A model executor that burns ``burn_s`` of CPU time before every step: this machine
+    made slower, on the clock the engine measures (a thread's CPU time)."""
+
+    def __init__(self, model, cache_config, burn_s):
+        from chunkprefill.executor import ModelExecutor
+
+        self.inner = ModelExecutor(model, cache_config, "torch", "cpu")
+        self.burn_s = burn_s
+
+    def execute(self, out, requests):
+        import time
+
+        end = time.thread_time() + self.burn_s
+        while time.thread_time() < end:
+            pass
+        return self.inner.execute(out, requests)
+
+    def check_prompt(self, token_ids):
+        return self.inner.check_prompt(token_ids)
+
+
+@pytest.mark.parametrize("kind", ["mixed", "stall"])
+def test_a_slower_machine_gets_the_identical_schedule(tiny, kind):
+    """Issue 18, "true on every machine": arrivals are placed by step (StallWorkload) or by
+    a nominal clock (MixedWorkload), so a machine several times slower measures longer
+    steps but schedules exactly the same tokens in every step."""
+    from chunkprefill import CacheConfig
+
+    cache = CacheConfig(block_size=16, num_blocks=64)
+    if kind == "mixed":
+        wl = MixedWorkload(**{**SMALL, "rate": 300.0, "long_burst": True})
+        sc = wl.scheduler_config(24, threshold=8)
+
+        def run(m):
+            return run_mixed(m, wl, sc, cache)
+    else:
+        wl = TRADE
+
+        def run(m):
+            return run_stall(m, wl, SchedulerConfig.for_budget(12, max_model_len=64), cache)
+    fast = run(tiny)
+    slow = run(SlowExecutor(tiny, cache, burn_s=0.004))
+    assert [s.num_scheduled_tokens for s in slow.step_log] == \
+        [s.num_scheduled_tokens for s in fast.step_log]
+    # ... while the durations really differ: each slow step took at least the burn
+    assert min(s.duration_s for s in slow.step_log) >= 0.004
+    assert sum(s.duration_s for s in slow.step_log) > 2 * sum(s.duration_s
+                                                                for s in fast.step_log)
 
 
 def test_run_mixed_without_chunking_runs_each_long_prompt_in_one_step(tiny):

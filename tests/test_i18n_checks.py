@@ -62,7 +62,8 @@ def test_faithful_runtime_keeps_placeholders_and_digits():
 def test_taiwan_usage_characters_from_opencc_tables():
     bad = checks.non_taiwan_characters()
     assert {c for c in "台吃才了干里据" if c in bad} == set()  # each is also a Traditional form
-    assert {c for c in "峰群床秘" if c in bad} == set()  # their Taiwan form is themselves
+    assert {c for c in "峰群秘床" if c in bad} == set()  # Taiwan's forms (TWVariants: 峯 -> 峰)
+    assert bad["峯"] == "峰" and bad["羣"] == "群"
     assert bad["为"] == "為" and bad["爲"] == "為" and bad["着"] == "著" and bad["块"] == "塊"
     assert checks.taiwan("每個 step 的 token budget 是 16。", TERMS) == []
     assert checks.taiwan("这个 step", TERMS) == ["'这' is not Taiwan usage (write 這)",

@@ -1,19 +1,22 @@
-"""Triton kernels under TRITON_INTERPRET=1 (CPU) against the torch backend and the
-loop-over-sequences reference, on odd sizes: 1-token decodes, 17-token chunks at nonzero
-offsets, GQA, head_dim 24, non-power-of-two groups, scrambled block tables, NaN-filled
-unused cache slots (a kernel reading past its masks poisons its output)."""
+"""Triton kernels against the torch backend and the loop-over-sequences reference, on odd
+sizes: 1-token decodes, 17-token chunks at nonzero offsets, GQA, head_dim 24, non-power-of-two
+groups, scrambled block tables, NaN-filled unused cache slots (a kernel reading past its masks
+poisons its output). On a CPU they run under TRITON_INTERPRET=1; on a CUDA machine compiled,
+on the GPU, with the launch configurations picked for it."""
 
 from __future__ import annotations
 
 import os
 import sys
 
+import torch
+
 # Triton picks interpreter vs compiler when @triton.jit runs, i.e. at the kernels' first
-# import: set the switch before anything imports chunkprefill.kernels.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# import: set the switch before anything imports chunkprefill.kernels. With a GPU, compile.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 import triton  # noqa: E402,F401  (dev extra: a missing triton must fail, not skip)
 
 from chunkprefill.attention import (
@@ -24,8 +27,8 @@ from chunkprefill.attention import (
     write_kv,
 )
 from chunkprefill.config import ModelConfig  # noqa: E402
+from chunkprefill.kernels import INTERPRET, unified_attention
 from chunkprefill.kernels.kv_store import reshape_and_cache  # noqa: E402
-from chunkprefill.kernels.unified_attention import INTERPRET, unified_attention
 from chunkprefill.model import ToyTransformer  # noqa: E402
 
 DEVICE = "cpu"
@@ -36,6 +39,9 @@ if not INTERPRET:  # kernels were imported earlier without the interpreter
             f"{sorted(m for m in sys.modules if m.startswith('chunkprefill'))}): run this module "
             "on its own or set TRITON_INTERPRET=1 in the environment")
     DEVICE = "cuda"
+# 16-bit dtypes this device runs: bfloat16 needs compute capability 8.0 on a GPU.
+HALF_DTYPES = [torch.float16] + ([torch.bfloat16] if DEVICE == "cpu"
+                                 or torch.cuda.get_device_capability() >= (8, 0) else [])
 
 
 def make_batch(query_lens: list[int], kv_lens: list[int], num_q_heads: int, num_kv_heads: int,
@@ -83,6 +89,23 @@ def test_unified_attention_matches_references(case: tuple) -> None:
         assert got.shape == query.shape and got.dtype == query.dtype
         err = (got - expected).abs().max().item()
         assert err <= 1e-4, f"{backend}: max abs err {err}"
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("case", ATTENTION_CASES.values(), ids=ATTENTION_CASES.keys())
+def test_16bit_kernels_match_the_reference(case: tuple, dtype: torch.dtype) -> None:
+    """16-bit caches and queries (on a GPU: 16-bit tensor-core tiles): within a few 16-bit
+    roundings of the float32 reference. Outputs are averages of V rows of size ~1-3, and
+    bfloat16 rounds to 2^-9 relative, so errors are ~1e-2; float16 (2^-12) far less."""
+    query_lens, kv_lens, hq, hkv, d, bs = case
+    query, k_cache, v_cache, meta, _, tables = make_batch(query_lens, kv_lens, hq, hkv, d, bs)
+    scale = d**-0.5
+    expected = ref_paged_attention(query, k_cache, v_cache, query_lens, kv_lens, tables, scale)
+    got = paged_attention(query.to(dtype), k_cache.to(dtype), v_cache.to(dtype), meta, scale,
+                          backend="triton")
+    assert got.dtype == dtype
+    err = (got.float() - expected).abs().max().item()
+    assert err <= 3e-2, err
 
 
 def test_unified_attention_causal_mask_is_aligned_to_the_end_of_kv() -> None:

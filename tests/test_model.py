@@ -195,3 +195,63 @@ def test_importing_attention_does_not_import_triton() -> None:
     code = "import sys, chunkprefill.attention, chunkprefill.model; print('triton' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_fused_projections_are_the_hf_named_weights() -> None:
+    """q/k/v and gate/up run as one matmul each, over matrices whose row blocks *are* the
+    HF-named parameters: an in-place edit of one reaches the fused matmul, a cast keeps them
+    shared (no second copy of the weights), and the fused forward equals separate matmuls."""
+    model = ToyTransformer(ModelConfig.tiny(), seed=0)
+    attn, mlp = model.layers[0].self_attn, model.layers[0].mlp
+    with torch.no_grad():
+        attn.k_proj.weight.mul_(3.0)
+    x = torch.randn(5, model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    separate = torch.cat([x @ attn.q_proj.weight.T, x @ attn.k_proj.weight.T,
+                          x @ attn.v_proj.weight.T], dim=-1)
+    torch.testing.assert_close(x @ attn.qkv_weight.T, separate)
+    model.to(torch.bfloat16)
+    attn, mlp = model.layers[0].self_attn, model.layers[0].mlp
+    for fused, parts in ((attn.qkv_weight, (attn.q_proj, attn.k_proj, attn.v_proj)),
+                         (mlp.gate_up_weight, (mlp.gate_proj, mlp.up_proj))):
+        assert fused.dtype == torch.bfloat16
+        for lin in parts:
+            assert lin.weight.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr()
+    names = [n for n, _ in model.named_parameters()]
+    assert "layers.0.self_attn.q_proj.weight" in names and not any("qkv" in n for n in names)
+
+
+def test_logits_indices_compute_only_the_rows_read() -> None:
+    """forward(logits_indices=rows) returns exactly those rows of the full forward, also for a
+    row in the middle of a chunk, and writes the same K/V into every layer's cache (later
+    tokens attend to them); with no rows it returns nothing but still fills the caches."""
+    model = ToyTransformer(ModelConfig.tiny(), seed=2)
+    gen = torch.Generator().manual_seed(6)
+    a, b = torch.randint(0, 512, (30,), generator=gen), torch.randint(0, 512, (9,), generator=gen)
+    bs, tables = 16, [[3, 0], [5, 1, 2]]
+    prefix = model.allocate_kv_cache(num_blocks=8, block_size=bs)
+    meta0, pos0 = build_attention_metadata([20], [0], [tables[1]], bs)  # b's context
+    model.forward(torch.randint(0, 512, (20,), generator=gen), pos0, prefix, meta0)
+    meta, pos = build_attention_metadata([30, 9], [0, 20], tables, bs)
+    ids = torch.cat([a, b])
+    runs = {}
+    for rows in (None, [3, 29, 38], []):
+        kv = [(k.clone(), v.clone()) for k, v in prefix]
+        runs[None if rows is None else tuple(rows)] = (model.forward(ids, pos, kv, meta,
+                                                                     logits_indices=rows), kv)
+    full, full_kv = runs[None]
+    torch.testing.assert_close(runs[(3, 29, 38)][0], full[[3, 29, 38]], atol=1e-6, rtol=0)
+    assert runs[()][0].shape == (0, model.config.hidden_size)
+    for rows in ((3, 29, 38), ()):
+        for (k, v), (k_ref, v_ref) in zip(runs[rows][1], full_kv, strict=True):
+            assert torch.equal(k, k_ref) and torch.equal(v, v_ref)
+
+
+def test_metadata_for_rows_makes_each_row_a_decode() -> None:
+    meta, _ = build_attention_metadata([3, 1, 2], [0, 5, 4], [[2], [0, 7], [1, 3]], 4)
+    sub = meta.for_rows([1, 3, 5])  # 2nd token of seq 0, seq 1's decode, last token of seq 2
+    assert sub.query_start_loc.tolist() == [0, 1, 2, 3]
+    assert sub.seq_lens.tolist() == [2, 6, 6]  # each row sees the keys up to its position
+    assert sub.block_table.tolist() == [[2, 0], [0, 7], [1, 3]]
+    assert sub.slot_mapping.tolist() == [9, 29, 13]
+    with pytest.raises(ValueError, match="outside"):
+        meta.for_rows([6])

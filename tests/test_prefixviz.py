@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
+from chunkprefill import CacheConfig, SchedulerConfig, TraceRequest
 from chunkprefill.course.panels.prefix import prefix_panel_update
-from chunkprefill.course.plots.prefix import plot_hash_chain, plot_hit_staircase, prompt_blocks
+from chunkprefill.course.plots.prefix import (
+    plot_free_queue,
+    plot_hash_chain,
+    plot_hit_staircase,
+    prompt_blocks,
+    trace_with_pool,
+)
 from chunkprefill.course.scenarios import shared_prompt_run
 from chunkprefill.kv_cache import block_hashes_of
 
@@ -39,3 +46,26 @@ def test_prompt_blocks_and_pictures():
         assert isinstance(fig, Figure)
     text = prefix_panel_update(160, 16, 32)[0]
     assert "num_tokens - 1 = 159" in text and "last 16 tokens" in text
+
+
+def _eviction(num_blocks):
+    # A (14 tokens) finishes at step 0; X (30) arrives at step 3; B shares A's first 14.
+    a = list(range(14))
+    reqs = [TraceRequest("A", 14, 1, 0, tuple(a)), TraceRequest("X", 30, 1, 3),
+            TraceRequest("B", 17, 1, 6, tuple(a + [900, 901, 902]))]
+    return trace_with_pool(reqs, SchedulerConfig(16, 8, max_model_len=64),
+                           CacheConfig(4, num_blocks, enable_prefix_caching=True))
+
+
+def test_free_queue_orders_blocks_as_vllm_frees_them():
+    steps, pool = _eviction(10)
+    # After A finishes: its partial block 3 (no hash) at the front, then the never-used blocks
+    # 4..9, then its cached blocks tail first (2, 1, 0) at the back.
+    assert pool[2].free_queue == ((3, "A3", False), *((b, "", False) for b in range(4, 10)),
+                                  (2, "A2", True), (1, "A1", True), (0, "A0", True))
+    # X takes the first 8: A's tail block 2 among them, so B hits blocks 0 and 1 only.
+    assert pool[3].block_tables["X"][:4] == (3, 4, 5, 6)
+    assert next(s.num_cached_tokens["B"] for s in steps if "B" in s.num_cached_tokens) == 8
+    fig = plot_free_queue({"10 blocks": pool[2].free_queue}, taken=8, taker="X")
+    hatched = [p for p in fig.axes[0].patches if p.get_hatch() == "///"]
+    assert len(hatched) == 8

@@ -14,7 +14,10 @@ import torch
 import triton
 import triton.language as tl
 
-from chunkprefill.kernels.unified_attention import _next_pow2, _require, check_triton_device
+from chunkprefill.kernels._common import _require, check_triton_device
+from chunkprefill.kernels.launch import launch_target, store_launch_config
+
+_BITS = {2: torch.int16, 4: torch.int32}  # the store copies bits: one kernel per element size
 
 
 @triton.jit
@@ -60,15 +63,47 @@ def reshape_and_cache_kernel(
     tl.store(v_dst, value, mask=tile_mask)
 
 
+def reshape_and_cache_args(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
+                           v_cache: torch.Tensor, slot_mapping: torch.Tensor
+                           ) -> tuple[object, ...]:
+    """The kernel's positional arguments (what the wrapper launches and ``aot`` compiles):
+    the tensors as same-size integer views, so fp16 and bf16 share one compiled kernel."""
+    bits = _BITS[key.element_size()]
+    num_blocks, block_size = k_cache.shape[:2]
+    return (key.view(bits), value.view(bits), k_cache.view(bits), v_cache.view(bits),
+            slot_mapping, num_blocks * block_size,
+            key.stride(0), key.stride(1),
+            value.stride(0), value.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2))
+
+
 def reshape_and_cache(
     key: torch.Tensor,
     value: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
+    check: bool = True,
 ) -> None:
     """Copy ``key``/``value`` (T, num_kv_heads, head_dim) into the caches (num_blocks,
-    block_size, num_kv_heads, head_dim) at flat slots ``slot_mapping`` (T,) int64. In place."""
+    block_size, num_kv_heads, head_dim) at flat slots ``slot_mapping`` (T,) int64. In place.
+    ``check=False`` skips the argument checks (the model checks them once per step)."""
+    if check:
+        _check_inputs(key, value, k_cache, v_cache, slot_mapping)
+    num_tokens, num_kv_heads, head_dim = key.shape
+    if num_tokens == 0:
+        return
+    cfg = store_launch_config(num_kv_heads, head_dim, key.element_size(),
+                              launch_target(key.device))
+    reshape_and_cache_kernel[(num_tokens,)](
+        *reshape_and_cache_args(key, value, k_cache, v_cache, slot_mapping),
+        **cfg.kernel_kwargs(num_kv_heads, head_dim, k_cache.shape[1]),
+    )
+
+
+def _check_inputs(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
+                  v_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
     _require(key.dim() == 3 and key.shape == value.shape,
              f"key and value must both be (T, num_kv_heads, head_dim), got {tuple(key.shape)} "
              f"and {tuple(value.shape)}")
@@ -76,30 +111,17 @@ def reshape_and_cache(
              "k_cache and v_cache must both be (num_blocks, block_size, num_kv_heads, head_dim), "
              f"got {tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
     num_tokens, num_kv_heads, head_dim = key.shape
-    num_blocks, block_size = k_cache.shape[:2]
     _require(key.shape[1:] == k_cache.shape[2:],
              f"key is (T, {num_kv_heads}, {head_dim}) but the cache holds "
              f"({k_cache.shape[2]}, {k_cache.shape[3]}) per slot")
     _require(key.dtype == value.dtype == k_cache.dtype == v_cache.dtype,
              f"key, value and cache dtypes must match, got {key.dtype}, {value.dtype}, "
              f"{k_cache.dtype}, {v_cache.dtype}")
+    _require(key.dtype in (torch.float32, torch.float16, torch.bfloat16),
+             f"dtype must be float32, float16 or bfloat16, got {key.dtype}")
     _require(slot_mapping.shape == (num_tokens,) and slot_mapping.dtype == torch.int64,
              f"slot_mapping must be ({num_tokens},) int64, got {slot_mapping.dtype} "
              f"{tuple(slot_mapping.shape)}")
     for name, t in (("key", key), ("value", value), ("k_cache", k_cache), ("v_cache", v_cache)):
         _require(t.stride(-1) == 1, f"{name} must have a contiguous last dimension")
     check_triton_device(key, value, k_cache, v_cache, slot_mapping)
-    if num_tokens == 0:
-        return
-    reshape_and_cache_kernel[(num_tokens,)](
-        key, value, k_cache, v_cache, slot_mapping, num_blocks * block_size,
-        key.stride(0), key.stride(1),
-        value.stride(0), value.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        NUM_KV_HEADS=num_kv_heads,
-        HEADS_PADDED=_next_pow2(num_kv_heads),
-        HEAD_DIM=head_dim,
-        HEAD_DIM_PADDED=_next_pow2(head_dim),
-        BLOCK_SIZE=block_size,
-    )

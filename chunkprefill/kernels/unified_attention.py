@@ -35,10 +35,16 @@ import torch
 import triton
 import triton.language as tl
 
-INTERPRET: bool = bool(triton.knobs.runtime.interpret)  # read when @triton.jit below ran
+from chunkprefill.kernels._common import INTERPRET, _require, check_triton_device
+from chunkprefill.kernels.launch import attention_launch_config, launch_target
+
+__all__ = ["INTERPRET", "unified_attention", "unified_attention_args", "unified_attention_kernel"]
 
 
-@triton.jit
+# The JIT compiles one variant per specialisation of its int arguments (== 1, divisible by
+# 16, other). The block table's row stride is the step's longest block table, which grows
+# during a run: specialising on it would recompile the kernel inside a timed step.
+@triton.jit(do_not_specialize=["stride_bt_seq"])
 def unified_attention_kernel(
     out_ptr,  # (T, num_q_heads, HEAD_DIM) output, same layout as query
     q_ptr,  # (T, num_q_heads, HEAD_DIM) queries of all sequences, concatenated
@@ -145,28 +151,17 @@ def unified_attention_kernel(
              mask=row_mask[:, None] & dim_mask[None, :])
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def _require(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(message)
-
-
-def check_triton_device(*tensors: torch.Tensor) -> None:
-    """Triton compiles for GPUs; CPU tensors work only in the interpreter, which is chosen
-    when this module is imported. Fail with the fix, not with a driver error."""
-    devices = {t.device for t in tensors}
-    _require(len(devices) == 1,
-             f"all tensors must be on one device, got {sorted(map(str, devices))}")
-    device = devices.pop()
-    if device.type == "cpu" and not INTERPRET:
-        raise ValueError(
-            "the triton backend got CPU tensors but Triton is not in interpreter mode: set "
-            "TRITON_INTERPRET=1 before chunkprefill.kernels is first imported, or use "
-            "backend='torch' on the CPU"
-        )
+def unified_attention_args(out: torch.Tensor, query: torch.Tensor, k_cache: torch.Tensor,
+                           v_cache: torch.Tensor, block_table: torch.Tensor,
+                           query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
+                           scale: float) -> tuple[object, ...]:
+    """The kernel's positional arguments (what the wrapper launches and ``aot`` compiles)."""
+    return (out, query, k_cache, v_cache, block_table, query_start_loc, seq_lens, float(scale),
+            query.stride(0), query.stride(1),
+            out.stride(0), out.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            block_table.stride(0))
 
 
 def unified_attention(
@@ -179,21 +174,56 @@ def unified_attention(
     max_query_len: int,
     scale: float,
     out: torch.Tensor | None = None,
+    check: bool = True,
 ) -> torch.Tensor:
     """Attention of the flattened mixed batch ``query`` (T, num_q_heads, head_dim) over the
     paged caches (num_blocks, block_size, num_kv_heads, head_dim); one kernel launch.
 
     ``query_start_loc`` (B+1,) int32, ``seq_lens`` (B,) int32, ``block_table`` (B, max_blocks)
     int32 as in ``chunkprefill.attention.AttentionMetadata``. Returns ``out`` (T, num_q_heads,
-    head_dim) in the query dtype.
+    head_dim) in the query dtype. ``check=False`` skips the argument checks: the model checks
+    the first layer's arguments once per step, and every layer's are alike.
     """
+    if check:
+        _check_inputs(query, k_cache, v_cache, query_start_loc, seq_lens, block_table,
+                      max_query_len)
+    if out is None:
+        out = torch.empty_like(query)
+    elif check:
+        _require(out.shape == query.shape and out.dtype == query.dtype and out.stride(-1) == 1,
+                 "out must match query in shape and dtype, with a contiguous last dimension")
+    if check:
+        check_triton_device(query, k_cache, v_cache, query_start_loc, seq_lens, block_table,
+                            out)
+    num_tokens, num_q_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    num_seqs = seq_lens.shape[0]
+    if num_tokens == 0 or num_seqs == 0:
+        return out
+
+    group = num_q_heads // num_kv_heads
+    # Tile sizes, warps and stages come from the GPU's limits (chunkprefill.kernels.launch).
+    cfg = attention_launch_config(num_q_heads, num_kv_heads, head_dim, query.dtype,
+                                  max_query_len == 1, launch_target(query.device))
+    grid = (num_seqs, triton.cdiv(max_query_len, cfg.block_q), num_kv_heads)
+    unified_attention_kernel[grid](
+        *unified_attention_args(out, query, k_cache, v_cache, block_table, query_start_loc,
+                                seq_lens, scale),
+        **cfg.kernel_kwargs(head_dim, group, block_size),
+    )
+    return out
+
+
+def _check_inputs(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
+                  block_table: torch.Tensor, max_query_len: int) -> None:
     _require(query.dim() == 3,
              f"query must be (T, num_q_heads, head_dim), got {tuple(query.shape)}")
     _require(k_cache.dim() == 4 and k_cache.shape == v_cache.shape,
              "k_cache and v_cache must both be (num_blocks, block_size, num_kv_heads, head_dim), "
              f"got {tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
-    num_tokens, num_q_heads, head_dim = query.shape
-    _, block_size, num_kv_heads, cache_head_dim = k_cache.shape
+    _, num_q_heads, head_dim = query.shape
+    _, _, num_kv_heads, cache_head_dim = k_cache.shape
     _require(head_dim == cache_head_dim,
              f"query head_dim {head_dim} != cache head_dim {cache_head_dim}")
     _require(num_q_heads % num_kv_heads == 0,
@@ -218,47 +248,3 @@ def unified_attention(
     for name, t in (("query", query), ("k_cache", k_cache), ("v_cache", v_cache),
                     ("block_table", block_table)):
         _require(t.stride(-1) == 1, f"{name} must have a contiguous last dimension")
-    if out is None:
-        out = torch.empty_like(query)
-    _require(out.shape == query.shape and out.dtype == query.dtype and out.stride(-1) == 1,
-             "out must match query in shape and dtype, with a contiguous last dimension")
-    check_triton_device(query, k_cache, v_cache, query_start_loc, seq_lens, block_table, out)
-    if num_tokens == 0 or num_seqs == 0:
-        return out
-
-    group = num_q_heads // num_kv_heads
-    group_padded = _next_pow2(group)
-    # tl.dot wants every tile dimension >= 16: BLOCK_M = BLOCK_Q * GROUP_PADDED >= 16.
-    # Decode-only batches need few query rows; prefill tiles take more to reuse each K/V tile.
-    rows = 16 if max_query_len == 1 else 64
-    block_q = max(1, rows // group_padded)
-    block_m = block_q * group_padded
-    block_n = 64 if query.is_cuda else 32
-    dot_in_fp32 = INTERPRET or query.dtype == torch.float32
-    # fp32 on a GPU: "tf32x3" keeps ~fp32 accuracy on tensor cores (plain "tf32" would lose
-    # ~1e-3); 16-bit tiles ignore the setting; the interpreter computes in numpy ("ieee").
-    if INTERPRET or not query.is_cuda:
-        dot_precision = "ieee"
-    else:
-        dot_precision = "tf32x3" if query.dtype == torch.float32 else "tf32"
-
-    grid = (num_seqs, triton.cdiv(max_query_len, block_q), num_kv_heads)
-    unified_attention_kernel[grid](
-        out, query, k_cache, v_cache, block_table, query_start_loc, seq_lens, float(scale),
-        query.stride(0), query.stride(1),
-        out.stride(0), out.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        block_table.stride(0),
-        HEAD_DIM=head_dim,
-        HEAD_DIM_PADDED=max(16, _next_pow2(head_dim)),
-        GROUP=group,
-        GROUP_PADDED=group_padded,
-        BLOCK_Q=block_q,
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        BLOCK_SIZE=block_size,
-        DOT_IN_FP32=dot_in_fp32,
-        DOT_PRECISION=dot_precision,
-    )
-    return out

@@ -33,25 +33,35 @@ class MixedWorkload:
     """A small serving workload for the toy model: ``num_decodes`` short chat-like requests
     (short prompts, many output tokens: they stream) and ``num_long`` long prompts of
     ``long_prompt_len`` tokens (few output tokens), all arriving as one Poisson process of
-    ``rate`` requests per second on the engine's clock. Lengths of the short requests are
-    uniform on [1/2, 3/2] x their means. The long prompts take random places in the arrival
-    order after the first quarter, so decodes are already streaming when they come; with
-    ``long_burst=True`` they arrive one after another (documents pasted together) in the
-    first half, so several long prompts are in flight at once and short requests keep
-    arriving behind them.
+    ``rate`` requests per second. Lengths of the short requests are uniform on [1/2, 3/2] x
+    their means. The long prompts take random places in the arrival order after the first
+    quarter, so decodes are already streaming when they come; with ``long_burst=True`` they
+    arrive one after another (documents pasted together) in the first half, so several long
+    prompts are in flight at once and short requests keep arriving behind them.
     Deterministic in ``seed``: the same seed gives the same requests at every rate (only the
-    arrival times scale), so a rate slider compares like with like."""
+    arrival times scale), so a rate slider compares like with like. The defaults keep several
+    short requests streaming whenever a long prompt runs, so its steps show in their P99 ITL
+    (at a light load a long step stalls too few gaps to reach the P99).
+
+    The arrival times are on a **nominal clock**, not this machine's: ``run_mixed`` advances
+    it by ``nominal_step_time(tokens)`` = ``nominal_step_s + nominal_token_s x`` the step's
+    tokens after every step (about the small toy's step time on a laptop CPU) and admits a
+    request before the first step that starts at or after its arrival. So the schedule (which
+    request runs how many tokens in which step) is the same on every machine, however fast;
+    only the step durations, hence TTFT and ITL, are measured."""
 
     num_decodes: int = 16
     decode_prompt_len: int = 32
-    decode_output_len: int = 24
+    decode_output_len: int = 48
     num_long: int = 3
     long_prompt_len: int = 512
     long_output_len: int = 4
-    rate: float = 20.0
+    rate: float = 40.0
     long_burst: bool = False
     vocab_size: int = 2048
     seed: int = 0
+    nominal_step_s: float = 0.002
+    nominal_token_s: float = 0.0001
 
     def __post_init__(self) -> None:
         for name in ("decode_prompt_len", "decode_output_len", "long_prompt_len",
@@ -64,6 +74,18 @@ class MixedWorkload:
         if isinstance(self.rate, bool) or not (isinstance(self.rate, int | float)
                                                and np.isfinite(self.rate) and self.rate > 0):
             raise ValueError(f"rate must be a finite number > 0 (requests/s), got {self.rate!r}")
+        for name, allowed, ok in (("nominal_step_s", "> 0", lambda v: v > 0),
+                                  ("nominal_token_s", ">= 0", lambda v: v >= 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, int | float) and np.isfinite(v)
+                                           and ok(v)):
+                raise ValueError(f"{name} must be a finite number {allowed} (seconds), "
+                                 f"got {v!r}")
+
+    def nominal_step_time(self, num_tokens: int) -> float:
+        """How far one step of ``num_tokens`` tokens advances the arrival clock (seconds):
+        a fixed model of the step, so arrivals do not depend on this machine's speed."""
+        return self.nominal_step_s + self.nominal_token_s * num_tokens
 
     @property
     def max_seq_len(self) -> int:
@@ -87,8 +109,9 @@ class MixedWorkload:
             chunked=chunked, threshold=threshold)
 
     def requests(self) -> list[tuple[str, float, int, int]]:
-        """``(request_id, arrival_s, prompt_len, output_len)`` in arrival order; ids are
-        ``d0, d1, ...`` for the short requests and ``L0, L1, ...`` for the long prompts."""
+        """``(request_id, arrival_s, prompt_len, output_len)`` in arrival order, ``arrival_s``
+        on the nominal arrival clock; ids are ``d0, d1, ...`` for the short requests and
+        ``L0, L1, ...`` for the long prompts."""
         n = self.num_decodes + self.num_long
         gaps = np.random.default_rng([self.seed, 1]).exponential(1.0, n)
         arrivals = (np.cumsum(gaps) - gaps[0]) / self.rate  # the first request at t = 0
@@ -178,9 +201,12 @@ def _pct(x: np.ndarray, q: float) -> float:
 def run_mixed(model: Any, workload: MixedWorkload, scheduler_config: SchedulerConfig,
               cache_config: CacheConfig | None = None, label: str = "",
               attention_backend: str | None = None, device: Any = None) -> MixedResult:
-    """Run ``workload`` on ``model`` (measured step times): every request is added up front
-    with its arrival time; the engine admits it once its clock reaches it. The default KV
-    cache holds the whole workload, so nothing is preempted."""
+    """Run ``workload`` on ``model`` (measured step times). Arrivals are placed by the
+    workload's nominal clock (``MixedWorkload.nominal_step_time``), never by the measured
+    one: a request is added right before the first step that starts at or after its
+    arrival, so its TTFT counts from that step's start on the engine's (measured) clock.
+    When nothing runs, both clocks jump to the next arrival. The default KV cache holds the
+    whole workload, so nothing is preempted."""
     import time
 
     reqs = workload.requests()
@@ -188,12 +214,23 @@ def run_mixed(model: Any, workload: MixedWorkload, scheduler_config: SchedulerCo
     cache_config = cache_config or CacheConfig(
         block_size=16, num_blocks=sum(cdiv(p + o, 16) for _, _, p, o in reqs) + 16)
     eng = LLMEngine(model, scheduler_config, cache_config, attention_backend, device)
-    for rid, t, _, o in reqs:
-        eng.add_request(prompts[rid], SamplingParams(max_tokens=o), request_id=rid,
-                        arrival_time=t)
+    pending = list(reqs)  # in arrival order
+    nominal = 0.0  # the arrival clock
     t0 = time.perf_counter()
     with gc_paused():
-        outs = eng.run()
+        while pending or eng.has_unfinished_requests():
+            gap = 0.0
+            if not eng.has_unfinished_requests() and pending[0][1] > nominal:
+                gap, nominal = pending[0][1] - nominal, pending[0][1]  # idle
+            while pending and pending[0][1] <= nominal:
+                rid, _, _, o = pending.pop(0)
+                eng.add_request(prompts[rid], SamplingParams(max_tokens=o), request_id=rid,
+                                arrival_time=eng.clock + gap)
+            before = len(eng.step_log)
+            eng.step()
+            nominal += sum(workload.nominal_step_time(s.num_tokens)
+                           for s in eng.step_log[before:])
+        outs = eng.run()  # nothing left to run: every request's output, in arrival order
     wall = time.perf_counter() - t0
     executor = eng.executor
     return MixedResult(label or _config_label(scheduler_config), scheduler_config, outs,

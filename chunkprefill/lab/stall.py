@@ -15,6 +15,7 @@ import numpy as np
 from chunkprefill.checks import cdiv, check_int
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.engine import LLMEngine, RequestOutput, StepRecord
+from chunkprefill.lab.progress import Progress
 from chunkprefill.lab.stats import Estimate, interleaved, median_ci, ratio_ci
 from chunkprefill.metrics import pooled_itl
 from chunkprefill.request import SamplingParams
@@ -231,10 +232,12 @@ class TradeoffPoint:
 
 
 # The trade-off experiment of the course and benchmarks/tradeoff.py: 32 decodes stream while
-# one 1,024-token prompt arrives at step 4; the budgets give chunks of 32 ... 256 tokens
-# (32 down to 4 chunks), so the prompt is chunked at every point.
+# one 1,024-token prompt arrives at step 12, once every decode's 16-token prompt is done (at
+# budget 64 the last one finishes in step 10), so the prompt is scheduled at once and beside
+# all 32 decodes at every budget: ceil(1024 / (budget - 32)) chunks, from 32 chunks of 32
+# tokens to 4 of 256, and the decodes (48 outputs) still run when its prefill ends.
 TRADEOFF_WORKLOAD = StallWorkload(num_decodes=32, decode_output_len=48, long_prompt_len=1024,
-                                  long_output_len=2, long_arrival_steps=(4,))
+                                  long_output_len=2, long_arrival_steps=(12,))
 TRADEOFF_BUDGETS = (64, 80, 96, 128, 160, 224, 288)
 
 
@@ -254,13 +257,11 @@ def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
     tasks = {b: (lambda b=b: run_stall(model, workload,
                                        SchedulerConfig.for_budget(b, max_model_len=max_model_len),
                                        label=str(b), **kw)) for b in budgets}
-    if progress:
-        from tqdm.std import tqdm  # plain text: a stored notebook keeps its final state
-
-        bar = tqdm(total=len(tasks) * repeats, desc="measured runs", unit="run")
+    bar = Progress(len(tasks) * repeats) if progress else None
+    if bar is not None:
         tasks = {b: (lambda f=f: (f(), bar.update())[0]) for b, f in tasks.items()}
     runs = interleaved(tasks, repeats)
-    if progress:
+    if bar is not None:
         bar.close()
     points = []
     for b, rs in runs.items():
@@ -269,22 +270,3 @@ def tradeoff_sweep(model: Any, workload: StallWorkload, budgets: Sequence[int],
         points.append(TradeoffPoint(b, max(chunks), median_ci([r.long_ttft_median for r in rs]),
                                     median_ci([r.p99_itl for r in rs]), rs))
     return points
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -255,10 +255,9 @@ def load_terms(path: Path) -> Terms:
 def non_taiwan_characters() -> dict[str, str]:
     """Characters a Taiwan text never uses, from OpenCC's tables (opencc-python-reimplemented):
     a Simplified-only character is a key of STCharacters that is no Traditional form (not among
-    any mapping's targets, not a key of TSCharacters) and whose Traditional form Taiwan does not
-    write as the character itself (峰: OpenCC maps it to 峯, which TWVariants maps back); a
-    variant is a key of TWVariants (the standard form where Taiwan writes another, 爲 -> 為).
-    Value: what to write instead."""
+    any mapping's targets, not a key of TSCharacters); a variant is a key of TWVariants (the
+    standard form where Taiwan writes another, 爲 -> 為). A Taiwan form (a TWVariants target, 峰 群)
+    is never flagged, though STCharacters maps it to its standard form. Value: what to write."""
     import opencc
 
     folder = Path(opencc.__file__).parent / "dictionary"
@@ -268,12 +267,13 @@ def non_taiwan_characters() -> dict[str, str]:
                 (folder / name).read_text(encoding="utf-8").splitlines() if line.strip())
         return {k: v.split() for k, v in rows}
     st, ts, tw = table("STCharacters.txt"), table("TSCharacters.txt"), table("TWVariants.txt")
-    traditional = set(ts) | {c for targets in st.values() for c in targets}
+    # a TWVariants target is the form Taiwan writes (峯 -> 峰, 羣 -> 群): never flag it
+    traditional = set(ts) | {c for table_ in (st, tw) for targets in table_.values()
+                             for c in targets}
     bad = {k: "/".join(tw.get(c, [c])[0] for c in v) for k, v in st.items()
            if k not in traditional}
     bad.update({k: "/".join(v) for k, v in tw.items()})
-    # a character whose Taiwan form is itself is Taiwan usage (峰 -> 峯 -> 峰, 群 -> 羣 -> 群)
-    return {k: v for k, v in bad.items() if v != k}
+    return bad
 
 
 def _prose(text: str) -> str:

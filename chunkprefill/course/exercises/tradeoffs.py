@@ -7,6 +7,7 @@ import dataclasses
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.i18n import tr
 from chunkprefill.lab.stall import TRADEOFF_WORKLOAD, StallComparison
 from chunkprefill.trace import TraceRequest, prompt_chunks, run_trace
 
@@ -19,8 +20,8 @@ def check_chunks(answer: tuple[int, int] | None) -> str:
                       wl.cache_config())
     chunks = prompt_chunks(steps, "long0")
     return _verdict(None if answer is None else tuple(answer), (max(chunks), len(chunks)),
-                    "the decodes are served first, one token each; the prompt gets the rest of "
-                    "the budget; 1,024 divided by that, rounded up")
+                    tr("the decodes are served first, one token each; the prompt gets the rest "
+                       "of the budget; 1,024 divided by that, rounded up"))
 
 
 def _prefill_steps(threshold: int) -> int:
@@ -41,8 +42,8 @@ def check_threshold(answer: tuple[int, int] | None) -> str:
     with 128? Answer ``(steps at 0, steps at 128)``."""
     return _verdict(None if answer is None else tuple(answer),
                     (_prefill_steps(0), _prefill_steps(128)),
-                    "threshold 0: the budget is filled in arrival order; 128: each prompt gets at "
-                    "most 128 tokens a step, so a step holds 3 x 128")
+                    tr("threshold 0: the budget is filled in arrival order; 128: each prompt gets "
+                       "at most 128 tokens a step, so a step holds 3 x 128"))
 
 
 def broken_sweep(budgets: tuple[int, ...] = (64, 128, 288)) -> dict[int, SchedulerConfig]:
@@ -64,8 +65,8 @@ def check_bug(answer: tuple[int, int] | None) -> str:
     expected = (_max_running(broken_sweep((128,))[128]),
                 _max_running(SchedulerConfig.for_budget(128, max_model_len=2048)))
     return _verdict(None if answer is None else tuple(answer), expected,
-                    "print the config: max_num_seqs caps how many requests run at once; "
-                    "TraceStep.running lists them")
+                    tr("print the config: max_num_seqs caps how many requests run at once; "
+                       "TraceStep.running lists them"))
 
 
 def check_measure(cmp: StallComparison | None) -> str:
@@ -77,21 +78,24 @@ def check_measure(cmp: StallComparison | None) -> str:
     hint = ("configs = {b: SchedulerConfig.for_budget(b, max_model_len=512) for b in (40, 136)}; "
             "cmp = compare_stall(model, workload, configs, repeats=3)")
     if cmp is None or len(cmp.configs) != 2 or len(cmp.workload.long_arrival_steps) != 1:
-        return f"Not yet. Hint: {hint}"
+        return tr("Not yet. Hint: {hint}", hint=hint)
     (small, a), (big, b) = sorted(cmp.configs.items(),
                                   key=lambda kv: kv[1].max_num_batched_tokens)
     differ = {f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)}
     if not differ <= {"max_num_batched_tokens", "max_num_seqs"} \
             or min(a.max_num_seqs, b.max_num_seqs) < cmp.workload.num_decodes + 1:
-        return f"Not yet (more than the budget changes: {sorted(differ)}). Hint: {hint}"
+        return tr("Not yet (more than the budget changes: {fields}). Hint: {hint}",
+                  fields=sorted(differ), hint=hint)
     if any(len(rs) < 3 for rs in cmp.runs.values()):
-        return f"Not yet (fewer than 3 repeats). Hint: {hint}"
+        return tr("Not yet (fewer than 3 repeats). Hint: {hint}", hint=hint)
     n = {label: len(prompt_chunks(rs[0].step_log, "long0"))
          for label, rs in cmp.runs.items()}
     if n[small] < 4 * n[big]:
-        return f"Not yet ({n} chunks: pick budgets 4x apart in chunks). Hint: {hint}"
+        return tr("Not yet ({chunks} chunks: pick budgets 4x apart in chunks). Hint: {hint}",
+                  chunks=n, hint=hint)
     r = cmp.ratio("long_ttft", small, big)
     if r.low > 1.2:
-        return f"Right: the long prompt's TTFT at budget {small} / at {big}: {r.fmt(1, 'x', 2)}."
-    return (f"Not yet (TTFT ratio {r.fmt(1, 'x', 2)}). Hint: is the small budget the "
-            "numerator?")
+        return tr("Right: the long prompt's TTFT at budget {small} / at {big}: {ratio}.",
+                  small=small, big=big, ratio=r.fmt(1, "x", 2))
+    return tr("Not yet (TTFT ratio {ratio}). Hint: is the small budget the numerator?",
+              ratio=r.fmt(1, "x", 2))

@@ -16,6 +16,8 @@ from matplotlib.figure import Figure
 from chunkprefill.config import SchedulerConfig
 from chunkprefill.course.panels.common import figure_png
 from chunkprefill.course.plots.measured import plot_chunk_dashboard
+from chunkprefill.i18n import tr
+from chunkprefill.lab.progress import Progress
 from chunkprefill.lab.serving import (
     BudgetPoint,
     MixedResult,
@@ -215,8 +217,8 @@ class ChunkDashboardData:
                    progress: bool = True) -> list[DashboardKey]:
         """Make ``budgets`` the sweep grid and measure one workload's sweep at each
         threshold (chunked; chunking off at each budget that can hold the longest sequence,
-        the no-chunking baseline among them), drawing every position's picture. A plain-text
-        progress bar (``tqdm``) keeps its final state in a stored notebook. Returns the keys."""
+        the no-chunking baseline among them), drawing every position's picture. The progress
+        report (``lab.progress``) is one line in a stored notebook. Returns the keys."""
         self.budgets = tuple(budgets)
         keys = [self.key(b, t, long_prompt_len, num_decodes, rate, True, device)
                 for t in thresholds for b in budgets]
@@ -225,17 +227,12 @@ class ChunkDashboardData:
                  for b in budgets if b >= need]
         ref = self.reference_key(keys[0]) if keys else None
         keys = list(dict.fromkeys([*keys, *([ref] if ref else [])]))
-        bar: Any = None
-        if progress:
-            from tqdm.std import tqdm
-
-            bar = tqdm(total=sum(k not in self.runs for k in keys), desc="measured runs",
-                       unit="run")
-        for k in keys:
-            if k not in self.runs:
-                self.measure(k)
-                if bar is not None:
-                    bar.update()
+        todo = [k for k in keys if k not in self.runs]
+        bar = Progress(len(todo)) if progress else None
+        for k in todo:
+            self.measure(k)
+            if bar is not None:
+                bar.update()
         if bar is not None:
             bar.close()
         for k in keys:
@@ -291,7 +288,8 @@ def dashboard_summary(data: ChunkDashboardData, key: DashboardKey, result: Mixed
         f"{'chunked prefill' if key.chunked else 'chunking OFF'}, budget {key.budget}, "
         f"long_prefill_token_threshold {key.threshold}",
         f"{wl.num_decodes} short requests + {wl.num_long} long prompts of "
-        f"{wl.long_prompt_len} tokens,", f"Poisson arrivals at {wl.rate:g} req/s",
+        f"{wl.long_prompt_len} tokens,",
+        tr("Poisson arrivals at {rate:g} req/s on the nominal clock", rate=wl.rate),
         f"{key.device} [{timing_label(key.device)}]", "",
         f"ITL   P50 {np.percentile(itl, 50) * ms:7.1f} ms   P99 {np.percentile(itl, 99) * ms:7.1f}"
         f" ms   max {itl.max() * ms:7.1f} ms",
@@ -400,11 +398,3 @@ def chunk_dashboard(data: ChunkDashboardData | None = None, budget: int = 256,
 
 
 # ------------------------------------------------------------------ PNGs of figures
-
-
-
-
-
-
-
-

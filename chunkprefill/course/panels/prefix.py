@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 
 from chunkprefill.course.plots.prefix import plot_prefix_chunks
 from chunkprefill.course.scenarios import shared_prompt_run
+from chunkprefill.i18n import tr
 
 # ------------------------------------------------------------------------ the widget
 PREFIX_RANGE, BLOCK_SIZES, PANEL_PROMPT_LEN = (1, 160), (4, 8, 16, 32), 160
@@ -20,17 +21,20 @@ def prefix_panel_update(prefix_len: int, block_size: int, budget: int,
     """The panel's text and picture: P with caching off and on, side by side."""
     off = shared_prompt_run(prefix_len, block_size, budget, prompt_len, False)
     on = shared_prompt_run(prefix_len, block_size, budget, prompt_len, True)
-    lines = [f"P shares {prefix_len} of its {prompt_len} prompt tokens with S.",
-             f"hit: {on.num_cached_tokens} tokens = {on.num_cached_tokens // block_size} whole "
-             f"block(s) of {block_size}; P computes {on.num_computed_prompt_tokens} instead of "
-             f"{off.num_computed_prompt_tokens} in {len(on.chunks)} chunk(s) instead of "
-             f"{len(off.chunks)}; first token after {on.first_token_steps} step(s) instead of "
-             f"{off.first_token_steps}."]
+    lines = [tr("P shares {shared} of its {prompt_len} prompt tokens with S.", shared=prefix_len,
+                prompt_len=prompt_len),
+             tr("hit: {hit} tokens = {blocks} whole block(s) of {bs}; P computes {on} instead of "
+                "{off} in {n_on} chunk(s) instead of {n_off}; first token after {s_on} step(s) "
+                "instead of {s_off}.", hit=on.num_cached_tokens,
+                blocks=on.num_cached_tokens // block_size, bs=block_size,
+                on=on.num_computed_prompt_tokens, off=off.num_computed_prompt_tokens,
+                n_on=len(on.chunks), n_off=len(off.chunks), s_on=on.first_token_steps,
+                s_off=off.first_token_steps)]
     if prefix_len == prompt_len:
-        lines.append(f"Whole prompt shared: the hit is capped at num_tokens - 1 = "
-                     f"{prompt_len - 1} tokens, i.e. whole blocks only, so the last "
-                     f"{prompt_len - on.num_cached_tokens} tokens (a whole block or more) "
-                     "are recomputed to get the logits of the last token.")
+        lines.append(tr("Whole prompt shared: the hit is capped at num_tokens - 1 = {cap} tokens, "
+                        "i.e. whole blocks only, so the last {recomputed} tokens (a whole block "
+                        "or more) are recomputed to get the logits of the last token.",
+                        cap=prompt_len - 1, recomputed=prompt_len - on.num_cached_tokens))
     return "\n".join(lines), plot_prefix_chunks([off, on])
 
 

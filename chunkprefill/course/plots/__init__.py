@@ -7,7 +7,7 @@ figure list and the caller's backend is left alone.
 - ``schedule``: the token budget step by step (``run_trace`` steps; nothing timed);
 - ``measured``: measured runs (token times, ITL / TTFT distributions, sweeps, step times);
 - ``kv_cache``: the block pool, slot mapping, chunk work, causal masks;
-- ``prefix``: the hash chain and prefix-cache hits;
+- ``prefix``: the hash chain, prefix-cache hits and the free queue;
 - ``simulated``: the simulator's figures (import it as a module: its names mirror
   ``measured``'s for the simulated counterparts)."""
 
@@ -45,10 +45,13 @@ from chunkprefill.course.plots.prefix import (
     HIT,
     NO_HASH,
     BlockView,
+    PoolState,
+    plot_free_queue,
     plot_hash_chain,
     plot_hit_staircase,
     plot_prefix_chunks,
     prompt_blocks,
+    trace_with_pool,
 )
 from chunkprefill.course.plots.schedule import (
     TIMELINE_KINDS,
@@ -80,6 +83,7 @@ __all__ = [
     "LONG_SHADES",
     "NO_HASH",
     "PERCENTILE_STYLE",
+    "PoolState",
     "SHORT_COLOR",
     "SHORT_PREFILL_COLOR",
     "TIMELINE_KINDS",
@@ -98,6 +102,7 @@ __all__ = [
     "plot_chunking_overhead",
     "plot_computed_tokens",
     "plot_engine_loop",
+    "plot_free_queue",
     "plot_hash_chain",
     "plot_hit_staircase",
     "plot_itl_ttft_cdfs",
@@ -115,4 +120,5 @@ __all__ = [
     "prompt_blocks",
     "request_colors",
     "timeline_grid",
+    "trace_with_pool",
 ]

@@ -235,7 +235,9 @@ def plot_budget_sweep(
     ax.set_xlabel(tr("token budget per step (max_num_batched_tokens)"))
     ax.set_ylabel(tr("ms (log scale)"))
     ax.set_title(title or tr("Budget sweep: one run per budget"))
-    ax.legend(loc="best", fontsize=7, framealpha=0.85)
+    # below the axes: inside, every corner of a sweep holds some curve's points
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, fontsize=7,
+              frameon=False, handlelength=1.6, columnspacing=1.0)
     return fig
 
 
@@ -380,7 +382,7 @@ def plot_chunk_dashboard(
     Laid out by hand (no constrained layout) so a slider redraw stays fast."""
     fig = Figure(figsize=(13.0, 7.6))
     gs = fig.add_gridspec(2, 3, height_ratios=[1.0, 1.15], left=0.05, right=0.87,
-                          top=0.92, bottom=0.07, hspace=0.55, wspace=0.42)
+                          top=0.92, bottom=0.07, hspace=0.75, wspace=0.42)
     plot_budget_sweep(points, current, ax=fig.add_subplot(gs[0, 0]))
     plot_latency_cdf(itl, "ITL", ax=fig.add_subplot(gs[0, 1]))
     plot_latency_cdf(ttft, "TTFT", ax=fig.add_subplot(gs[0, 2]))

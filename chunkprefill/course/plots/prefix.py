@@ -16,8 +16,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from chunkprefill.checks import cdiv
+from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.scenarios import PrefixRun, shared_prompt_run
+from chunkprefill.i18n import tr
 from chunkprefill.kv_cache import block_hashes_of
+from chunkprefill.scheduler import Scheduler, SchedulerOutput
+from chunkprefill.trace import TraceRequest, TraceStep, run_trace
 
 HIT, COMPUTED, NO_HASH = "tab:green", "tab:blue", "0.85"
 
@@ -89,9 +93,10 @@ def plot_hash_chain(prompts: dict[str, Sequence[int]], block_size: int,
 
 def plot_prefix_chunks(runs: Sequence[PrefixRun], ax: Axes | None = None) -> Figure:
     """One bar per run: P's prompt as the cached part (green), then each chunk it computed
-    (blue, one shade per step), with the steps to its first token written at the end."""
+    (blue, one shade per step); each row's label says the setting, the chunks and the steps
+    to its first token, so the axis is only as wide as the prompt."""
     if ax is None:
-        fig = Figure(figsize=(8.5, 0.55 * len(runs) + 1.2), layout="constrained")
+        fig = Figure(figsize=(8.5, 0.65 * len(runs) + 1.2), layout="constrained")
         ax = fig.add_subplot()
     fig = ax.figure
     for i, run in enumerate(runs):
@@ -102,18 +107,103 @@ def plot_prefix_chunks(runs: Sequence[PrefixRun], ax: Axes | None = None) -> Fig
             ax.barh(y, n, left=x, color=COMPUTED, alpha=0.35 + 0.4 * (k % 2),
                     edgecolor="black")
             x += n
-        ax.text(x + run.prompt_len * 0.01, y, f"{len(run.chunks)} chunk(s), first token "
-                f"after {run.first_token_steps} step(s)", va="center", fontsize=9)
-    ax.set_yticks(range(len(runs)),
-                  [f"{'on ' if r.enable_prefix_caching else 'off'} prefix={r.prefix_len} "
-                   f"bs={r.block_size} budget={r.budget}" for r in reversed(runs)],
-                  fontsize=8)
-    ax.set_xlim(0, max(r.prompt_len for r in runs) * 1.7)
-    ax.set_xlabel("P's prompt tokens (position)")
-    ax.legend(handles=[Patch(facecolor=HIT, alpha=0.6, label="from the prefix cache"),
-                       Patch(facecolor=COMPUTED, alpha=0.5, label="computed, one shade per "
-                             "chunk (step)")], loc="lower left", bbox_to_anchor=(0, 1),
-              ncol=2, fontsize=8, frameon=False)
+    ax.set_yticks(range(len(runs)), [_run_label(r) for r in reversed(runs)], fontsize=8)
+    ax.set_xlim(0, max(r.prompt_len for r in runs))
+    ax.set_xlabel(tr("P's prompt tokens (position)"))
+    ax.legend(handles=[Patch(facecolor=HIT, alpha=0.6, label=tr("from the prefix cache")),
+                       Patch(facecolor=COMPUTED, alpha=0.5,
+                             label=tr("computed, one shade per chunk (step)"))],
+              loc="lower left", bbox_to_anchor=(0, 1), ncol=2, fontsize=8, frameon=False)
+    return fig  # type: ignore[return-value]
+
+
+def _run_label(run: PrefixRun) -> str:
+    if run.enable_prefix_caching:
+        return tr("caching on, block {bs}, budget {budget}:\n{n} chunk(s), first token after "
+                  "{steps} step(s)", bs=run.block_size, budget=run.budget, n=len(run.chunks),
+                  steps=run.first_token_steps)
+    return tr("caching off, block {bs}, budget {budget}:\n{n} chunk(s), first token after "
+              "{steps} step(s)", bs=run.block_size, budget=run.budget, n=len(run.chunks),
+              steps=run.first_token_steps)
+
+
+# ----------------------------------------------------------------------- the free queue
+@dataclass(frozen=True)
+class PoolState:
+    """The block pool right after one ``schedule()`` call: every request's block table, and
+    the free queue front first (the next block an allocation takes), each free block as
+    ``(block id, label, has a hash)``; the label names the last request block that held it
+    (``"A2"``: A's block 2), empty for a block never used."""
+
+    block_tables: dict[str, tuple[int, ...]]
+    free_queue: tuple[tuple[int, str, bool], ...]
+
+
+def trace_with_pool(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig,
+                    cache_config: CacheConfig) -> tuple[list[TraceStep], list[PoolState]]:
+    """``run_trace`` with the block pool read after every step (one ``PoolState`` per step):
+    what the free queue held, and who holds which block."""
+    states: list[PoolState] = []
+    owner: dict[int, str] = {}
+
+    class _Watched(Scheduler):
+        def schedule(self) -> SchedulerOutput:
+            out = super().schedule()
+            kv = self.kv_cache_manager
+            tables = {rid: tuple(t) for rid, t in kv.block_tables.items()}
+            for rid, table in tables.items():
+                for i, b in enumerate(table):
+                    owner[b] = f"{rid}{i}"
+            pool = kv.block_pool
+            states.append(PoolState(tables, tuple(
+                (b, owner.get(b, ""), pool.block_hash[b] is not None)
+                for b in pool.free_block_ids())))
+            return out
+
+    steps = run_trace(requests, scheduler_config, cache_config, scheduler_cls=_Watched)
+    return steps, states
+
+
+def plot_free_queue(queues: dict[str, Sequence[tuple[int, str, bool]]], taken: int,
+                    taker: str, ax: Axes | None = None) -> Figure:
+    """One row per free queue (front on the left): each block a box with the request block
+    it last held; green if it keeps its hash (a later request can hit it), grey if freed
+    without one, white if never used. The first ``taken`` boxes of each row, the blocks
+    ``taker``'s allocation takes (evicting their hashes), are hatched in red."""
+    width = max(len(q) for q in queues.values())
+    if ax is None:
+        fig = Figure(figsize=(0.62 * width + 2.2, 0.75 * len(queues) + 1.1),
+                     layout="constrained")
+        ax = fig.add_subplot()
+    fig = ax.figure
+    for r, (label, queue) in enumerate(queues.items()):
+        y = -r
+        ax.text(-0.3, y + 0.35, label, ha="right", va="center", fontsize=9)
+        for i, (_, who, hashed) in enumerate(queue):
+            color = HIT if hashed else (NO_HASH if who else "white")
+            ax.add_patch(Rectangle((i, y), 0.9, 0.7, facecolor=color, alpha=0.5 if hashed else 1,
+                                   edgecolor="tab:red" if i < taken else "black",
+                                   hatch="///" if i < taken else None,
+                                   linewidth=1.6 if i < taken else 0.8))
+            ax.text(i + 0.45, y + 0.35, who, ha="center", va="center",
+                    fontsize=8, weight="bold" if hashed else "normal")
+    ax.annotate("", xy=(-0.05, 0.95), xytext=(2.5, 0.95),
+                arrowprops={"arrowstyle": "->", "color": "0.3"})
+    ax.text(2.6, 0.95, tr("front of the free queue: taken first"), va="center", fontsize=8,
+            color="0.3")
+    ax.set_xlim(-2.2, width)
+    ax.set_ylim(-len(queues) + 0.8, 1.25)
+    ax.axis("off")
+    ax.legend(handles=[Patch(facecolor=HIT, alpha=0.5, edgecolor="black",
+                             label=tr("keeps its hash (can be hit)")),
+                       Patch(facecolor=NO_HASH, edgecolor="black",
+                             label=tr("freed, no hash (partial block)")),
+                       Patch(facecolor="white", edgecolor="black", label=tr("never used")),
+                       Patch(facecolor="white", edgecolor="tab:red", hatch="///",
+                             label=tr("taken by {taker} (a cached block loses its hash)",
+                                      taker=taker))],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=8,
+              frameon=False)
     return fig  # type: ignore[return-value]
 
 
@@ -141,9 +231,3 @@ def plot_hit_staircase(prompt_len: int, block_sizes: Sequence[int], budget: int 
     ax.set_ylabel("tokens served from the cache")
     ax.legend(fontsize=8)
     return fig  # type: ignore[return-value]
-
-
-
-
-
-
