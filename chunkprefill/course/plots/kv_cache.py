@@ -64,17 +64,17 @@ def plot_block_pool(snapshots: Sequence[PoolSnapshot], num_blocks: int, block_si
     ax.set_ylim(num_blocks, -0.15)
     ax.set_xticks([i + 0.46 for i in range(n_steps)], [str(s.step) for s in snapshots])
     ax.set_yticks([b + 0.44 for b in range(num_blocks)], [str(b) for b in range(num_blocks)])
-    ax.set_xlabel("engine step")
-    ax.set_ylabel("physical block id")
-    ax.set_title(f"KV block pool ({num_blocks} blocks x {block_size} slots): who owns what, "
-                 "step by step")
-    handles = [Patch(facecolor=to_rgba(c, 0.75), edgecolor=c, label=f"request {rid}")
-               for rid, c in colors.items()]
+    ax.set_xlabel(tr("engine step"))
+    ax.set_ylabel(tr("physical block id"))
+    ax.set_title(tr("KV block pool ({num_blocks} blocks x {block_size} slots): who owns what, "
+                    "step by step", num_blocks=num_blocks, block_size=block_size))
+    handles = [Patch(facecolor=to_rgba(c, 0.75), edgecolor=c,
+                     label=tr("request {rid}", rid=rid)) for rid, c in colors.items()]
     handles += [Patch(facecolor=to_rgba("0.5", 0.25), edgecolor="0.5",
-                      label="allocated, slots still empty"),
-                Patch(facecolor="white", edgecolor="0.8", label="free block")]
+                      label=tr("allocated, slots still empty")),
+                Patch(facecolor="white", edgecolor="0.8", label=tr("free block"))]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
-              frameon=False, title="A1 = A's logical block 1", title_fontsize=8)
+              frameon=False, title=tr("A1 = A's logical block 1"), title_fontsize=8)
     return fig
 
 
@@ -118,7 +118,7 @@ def plot_slot_mapping(snapshot: PoolSnapshot, num_blocks: int, block_size: int,
             if label:
                 ax.text(x_grid + off + 0.48, blk * blk_h + 0.5 * blk_h, label, fontsize=7,
                         ha="center", va="center")
-        ax.text(x_grid - 0.1, blk * blk_h + 0.45 * blk_h, f"block {blk}", fontsize=8,
+        ax.text(x_grid - 0.1, blk * blk_h + 0.45 * blk_h, tr("block {blk}", blk=blk), fontsize=8,
                 ha="right", va="center")
     for t, (rid, p, slot) in enumerate(tokens):
         y = t * tok_h
@@ -134,13 +134,14 @@ def plot_slot_mapping(snapshot: PoolSnapshot, num_blocks: int, block_size: int,
     ax.set_xlim(-0.2, x_grid + block_size + 0.2)
     ax.set_ylim(height + 0.2, -0.8)
     ax.axis("off")
-    ax.text(0.8, -0.45, "this step's tokens", ha="center", fontsize=9, weight="bold")
-    ax.text(x_grid + block_size / 2, -0.45, "paged KV cache (slot number in the corner)",
+    ax.text(0.8, -0.45, tr("this step's tokens"), ha="center", fontsize=9, weight="bold")
+    ax.text(x_grid + block_size / 2, -0.45, tr("paged KV cache (slot number in the corner)"),
             ha="center", fontsize=9, weight="bold")
-    ax.set_title(f"step {snapshot.step}: slot_mapping sends token t's K/V to its cache slot")
-    handles = [Patch(facecolor=to_rgba(colors[r], 0.8), label=f"{r}: written this step")
+    ax.set_title(tr("step {step}: slot_mapping sends token t's K/V to its cache slot",
+                    step=snapshot.step))
+    handles = [Patch(facecolor=to_rgba(colors[r], 0.8), label=tr("{rid}: written this step", rid=r))
                for r in snapshot.num_scheduled_tokens]
-    handles.append(Patch(facecolor=to_rgba("0.5", 0.22), label="written by earlier steps"))
+    handles.append(Patch(facecolor=to_rgba("0.5", 0.22), label=tr("written by earlier steps")))
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, -0.02 - 0.6 / height),
               ncol=len(handles), fontsize=7, frameon=False)
     return fig
@@ -234,10 +235,10 @@ def plot_causal_masks(query_lens: Sequence[int], seq_lens: Sequence[int],
                 linewidth=1.8)
         start += q
         ax.axhline(start - 0.5, color="black", linewidth=1.0)
-    ax.set_xlabel("key position in the row's own sequence")
-    ax.set_ylabel("query row of the flattened batch")
-    ax.set_title("Causal mask aligned to the end of each sequence's KV:\n"
-                 "query i of a sequence sees keys 0 .. context_len + i", fontsize=10)
+    ax.set_xlabel(tr("key position in the row's own sequence"))
+    ax.set_ylabel(tr("query row of the flattened batch"))
+    ax.set_title(tr("Causal mask aligned to the end of each sequence's KV:\n"
+                    "query i of a sequence sees keys 0 .. context_len + i"), fontsize=10)
     handles = [Patch(facecolor="#9ecae1", edgecolor="0.6", label="visible, cached earlier"),
                Patch(facecolor="#08519c", edgecolor="0.6", label="visible, written this step"),
                Patch(facecolor="white", edgecolor="0.6", label="masked: a future key"),

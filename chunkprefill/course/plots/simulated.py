@@ -16,8 +16,18 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from chunkprefill.course.plots.style import figure_and_axes
-from chunkprefill.i18n import tr
+from chunkprefill.i18n import N_, tr
 from chunkprefill.sim import Calibration, CostModel, SimResult, chunking_overhead
+
+# The parts of a predicted step (``CostModel.step_breakdown`` keys), as the legend names them.
+_PART_LABELS = {"linear": N_("linear"), "attention": N_("attention"), "overhead": N_("overhead"),
+                "communication": N_("communication"), "total": N_("total")}
+# The measured batches' sources (``SarathiServeBatch.source``), as the legend names them.
+_SOURCE_LABELS = {"figure 2": N_("figure 2"), "table-2 folder": N_("table-2 folder")}
+
+
+def _source_label(source: str) -> str:
+    return tr(_SOURCE_LABELS[source]) if source in _SOURCE_LABELS else source
 
 
 def plot_step_time_vs_tokens(cost_model: CostModel, max_tokens: int = 8192,
@@ -30,21 +40,23 @@ def plot_step_time_vs_tokens(cost_model: CostModel, max_tokens: int = 8192,
     for key in ("linear", "attention", "overhead", "communication"):
         vals = np.array([p[key] for p in parts]) * 1e3
         if vals.any():
-            ax.plot(ts, vals, label=key, lw=1, zorder=3)  # on top of the total they make up
-    ax.plot(ts, np.array([p["total"] for p in parts]) * 1e3, "k", lw=2.5, label="total",
-            zorder=2)
+            # on top of the total they make up
+            ax.plot(ts, vals, label=tr(_PART_LABELS[key]), lw=1, zorder=3)
+    ax.plot(ts, np.array([p["total"] for p in parts]) * 1e3, "k", lw=2.5,
+            label=tr(_PART_LABELS["total"]), zorder=2)
     m, hw = cost_model.model, cost_model.hardware
     ridge = (hw.ridge_point * cost_model.linear_efficiency / cost_model.bandwidth_efficiency
              * m.bytes_per_param / 2)
     ax.axvline(ridge, color="grey", ls=":", lw=1)
     # x in data, y in axes fraction: the note stays inside the axes whatever the scale
-    ax.text(ridge, 0.97, f" ~{ridge:.0f} tokens:\n compute bound", fontsize=8, va="top",
-            transform=ax.get_xaxis_transform())
+    ax.text(ridge, 0.97, tr(" ~{tokens:.0f} tokens:\n compute bound", tokens=ridge), fontsize=8,
+            va="top", transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("tokens in the step")
-    ax.set_ylabel("predicted step time (ms)")
-    ax.set_title(f"SIMULATED: {m.name} on {hw.name}, context {context_len}")
+    ax.set_xlabel(tr("tokens in the step"))
+    ax.set_ylabel(tr("predicted step time (ms)"))
+    ax.set_title(tr("SIMULATED: {model} on {hardware}, context {context_len}", model=m.name,
+                    hardware=hw.name, context_len=context_len))
     ax.legend(fontsize=8)
     return fig
 
@@ -65,8 +77,8 @@ def plot_budget_sweep(rows: Sequence[Mapping[str, Any]], slo_s: float | None = N
     fig, axes = _two_axes(axes, (10, 3.6))
     ch = [r for r in rows if r["batching"] == "mixed"]
     pf = [r for r in rows if r["batching"] == "prefill_first"]
-    for ax, key, label in ((axes[0], "p99_itl_s", "P99 TBT (ms)"),
-                           (axes[1], "median_ttft_s", "median TTFT (ms)")):
+    for ax, key, label in ((axes[0], "p99_itl_s", tr("P99 TBT (ms)")),
+                           (axes[1], "median_ttft_s", tr("median TTFT (ms)"))):
         ax.plot([r["budget"] for r in ch], [r[key] * 1e3 for r in ch], "o-", label="mixed",
                 color=batching_color("mixed"))
         span = [min(r["budget"] for r in ch), max(r["budget"] for r in ch)] if ch else [1, 2]
@@ -74,11 +86,11 @@ def plot_budget_sweep(rows: Sequence[Mapping[str, Any]], slo_s: float | None = N
             ax.plot(span, [r[key] * 1e3] * 2, color=batching_color("prefill_first"), ls="--",
                     label="prefill_first")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("token budget (max_num_batched_tokens)")
+        ax.set_xlabel(tr("token budget (max_num_batched_tokens)"))
         ax.set_ylabel(label)
-        ax.set_title(f"SIMULATED {label}")
+        ax.set_title(tr("SIMULATED {label}", label=label))
     if slo_s is not None:
-        axes[0].axhline(slo_s * 1e3, color="k", ls=":", label="strict SLO")
+        axes[0].axhline(slo_s * 1e3, color="k", ls=":", label=tr("strict SLO"))
     axes[0].legend(fontsize=8)
     return fig
 
@@ -94,10 +106,11 @@ def plot_chunking_overhead(cost_model: CostModel, prompt_len: int = 8192,
     ax.plot(sizes, ratio, "o-")
     ax.axhline(1.0, color="grey", lw=1)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("chunk size (tokens)")
-    ax.set_ylabel("prefill time / unchunked")
-    ax.set_title(f"SIMULATED chunking overhead: {prompt_len}-token prompt, "
-                 f"{cost_model.model.name} on {cost_model.hardware.name}", fontsize=9)
+    ax.set_xlabel(tr("chunk size (tokens)"))
+    ax.set_ylabel(tr("prefill time / unchunked"))
+    ax.set_title(tr("SIMULATED chunking overhead: {prompt_len}-token prompt, {model} on "
+                    "{hardware}", prompt_len=prompt_len, model=cost_model.model.name,
+                    hardware=cost_model.hardware.name), fontsize=9)
     return fig
 
 
@@ -132,15 +145,16 @@ def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = No
         log = [s for s in r.step_log if s.num_scheduled_tokens]
         a.plot([s.start_s for s in log], [s.duration_s * 1e3 for s in log],
                lw=max(1.6 - 0.6 * i, 0.5) if axes.count(a) > 1 else 0.8, zorder=2 + i,
-               color=batching_color(label, i), label=f"{label}: P99 TBT {r.p99_itl * 1e3:.0f} ms")
+               color=batching_color(label, i),
+               label=tr("{label}: P99 TBT {p99_ms:.0f} ms", label=label, p99_ms=r.p99_itl * 1e3))
     for a in dict.fromkeys(axes):
         if slo_s is not None:
-            a.axhline(slo_s * 1e3, color="k", ls=":", label="SLO")
-        a.set_ylabel("step time (ms)")
+            a.axhline(slo_s * 1e3, color="k", ls=":", label=tr("SLO"))
+        a.set_ylabel(tr("step time (ms)"))
         a.set_yscale("log")
         a.legend(fontsize=8, loc="upper right")
-    axes[-1].set_xlabel("simulated time (s)")
-    axes[0].set_title("SIMULATED step times")
+    axes[-1].set_xlabel(tr("simulated time (s)"))
+    axes[0].set_title(tr("SIMULATED step times"))
     return fig
 
 
@@ -157,8 +171,8 @@ def plot_capacity(capacities: Mapping[str, Mapping[str, float]],
                       color=batching_color(style, j))
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.set_xticks(np.arange(len(slos)) + width * (len(styles) - 1) / 2, slos)
-    ax.set_ylabel("capacity (QPS)")
-    ax.set_title("SIMULATED capacity under a P99 TBT SLO")
+    ax.set_ylabel(tr("capacity (QPS)"))
+    ax.set_title(tr("SIMULATED capacity under a P99 TBT SLO"))
     ax.legend(fontsize=8)
     return fig
 
@@ -182,15 +196,17 @@ def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo
     for i, (label, r) in enumerate(results.items()):
         itl = np.sort(r.itls) * 1e3
         axes[1].plot(itl, np.linspace(0, 1, len(itl)), color=batching_color(label, i),
-                     label=f"{label}\nmedian TTFT {r.median_ttft:.2f} s")
+                     label=tr("{label}\nmedian TTFT {ttft_s:.2f} s", label=label,
+                              ttft_s=r.median_ttft))
     axes[1].axhline(0.99, color="grey", lw=0.8)
     axes[1].axvline(slo_s * 1e3, color="k", ls=":")
     axes[1].set_xscale("log")
     axes[1].set_xlabel("ITL / TBT (ms)")
     axes[1].set_ylabel("CDF")
     axes[1].legend(fontsize=7)
-    timeline.set_title(f"SIMULATED {cost_model.model.name} on {cost_model.hardware.name}"
-                       + (f", {title}" if title else ""), fontsize=9)
+    names = {"model": cost_model.model.name, "hardware": cost_model.hardware.name}
+    timeline.set_title(tr("SIMULATED {model} on {hardware}, {title}", **names, title=title)
+                       if title else tr("SIMULATED {model} on {hardware}", **names), fontsize=9)
     return fig
 
 
@@ -207,29 +223,33 @@ def plot_calibration(calibration: Calibration, decode_context_len: int = 1024,
     measured = sarathi_serve_batches()
     ps = np.unique(np.geomspace(64, 16384, 48).astype(int))
     axes[0].plot(ps, [cm.step_time([(int(p), 0)]) * 1e3 for p in ps], "k", lw=1.5,
-                 label="simulated (calibrated)")
+                 label=tr("simulated (calibrated)"))
     ns = np.arange(1, 129)
     axes[1].plot(ns, [cm.step_time([(1, decode_context_len)] * int(n)) * 1e3 for n in ns],
-                 "k", lw=1.5, label=f"simulated (calibrated), context {decode_context_len}")
+                 "k", lw=1.5, label=tr("simulated (calibrated), context {context_len}",
+                                       context_len=decode_context_len))
     for src, marker in (("figure 2", "o"), (TABLE2_FOLDER, "x")):
         pre = [m for m in measured if m.source == src and m.num_prefill_tokens
                and not m.num_decodes]
         dec = [m for m in measured if m.source == src and m.num_decodes
                and not m.num_prefill_tokens]
         axes[0].plot([m.num_prefill_tokens for m in pre], [m.seconds * 1e3 for m in pre],
-                     marker, color="C1", label=f"measured, {src}")
+                     marker, color="C1",
+                     label=tr("measured, {source}", source=_source_label(src)))
         axes[1].plot([m.num_decodes for m in dec], [m.seconds * 1e3 for m in dec], marker,
-                     color="C0", label=f"measured, {src}")
-    for ax, xl in zip(axes, ("prompt tokens (one prefill-only batch)",
-                             "requests (one decode-only batch, 1 token each)")):
+                     color="C0",
+                     label=tr("measured, {source}", source=_source_label(src)))
+    for ax, xl in zip(axes, (tr("prompt tokens (one prefill-only batch)"),
+                             tr("requests (one decode-only batch, 1 token each)"))):
         ax.set_xscale("log", base=2)
         ax.set_xlabel(xl)
         ax.legend(fontsize=7)
     axes[0].set_yscale("log")
-    axes[0].set_ylabel("batch time (ms)")
-    axes[0].set_title(f"{cm.model.name} TP{cm.model.tensor_parallel_size} on 2x "
-                      f"{cm.hardware.name}: prefill", fontsize=9)
-    axes[1].set_title("decode (measured by the Sarathi-Serve authors)", fontsize=9)
+    axes[0].set_ylabel(tr("batch time (ms)"))
+    axes[0].set_title(tr("{model} TP{tp} on 2x {hardware}: prefill", model=cm.model.name,
+                         tp=cm.model.tensor_parallel_size, hardware=cm.hardware.name),
+                      fontsize=9)
+    axes[1].set_title(tr("decode (measured by the Sarathi-Serve authors)"), fontsize=9)
     return fig
 
 
@@ -248,8 +268,8 @@ def plot_length_distributions(real: np.ndarray, fitted: np.ndarray, label_real: 
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(1e-4, 1.05)
-    ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("share of requests longer")
+    ax.set_xlabel(tr("prompt tokens"))
+    ax.set_ylabel(tr("share of requests longer"))
     ax.legend(fontsize=8)
     return fig
 
