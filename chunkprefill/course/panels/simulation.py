@@ -15,14 +15,15 @@ def simulation_view(cost_model: Any = None, budget: int = SIM_PANEL_BUDGET,
     """One view of ``simulation_panel``: the figure and the two ``SimResult``s (the same
     ShareGPT-like requests at ``qps``, chunked with ``budget`` and prefill-first)."""
     from chunkprefill.course.plots.simulated import plot_simulation
+    from chunkprefill.i18n import tr
     from chunkprefill.sim import CostModel, compare_batching, tbt_slo
     from chunkprefill.workload import sharegpt_like
 
     cm = cost_model or CostModel.preset()
     wl = sharegpt_like(num_requests, qps, seed=seed, max_model_len=cm.model.max_model_len)
     results = compare_batching(wl, cm, budget)
-    return plot_simulation(results, cm, tbt_slo(cm),
-                           f"{num_requests} ShareGPT-like requests at {qps:g} QPS"), results
+    return plot_simulation(results, cm, tbt_slo(cm), tr(
+        "{n} ShareGPT-like requests at {qps:g} QPS", n=num_requests, qps=qps)), results
 
 
 def simulation_panel(cost_model: Any = None, num_requests: int = 200, seed: int = 0,
