@@ -8,6 +8,7 @@ so import this module (``from chunkprefill.course.plots import simulated as sim_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,17 @@ _PART_LABELS = {"linear": N_("linear"), "attention": N_("attention"), "overhead"
                 "communication": N_("communication"), "total": N_("total")}
 # The measured batches' sources (``SarathiServeBatch.source``), as the legend names them.
 _SOURCE_LABELS = {"figure 2": N_("figure 2"), "table-2 folder": N_("table-2 folder")}
+
+
+_BUDGET_KEY = re.compile(r"(?P<style>\w+) \(budget (?P<budget>\d+)\)")
+
+
+def _result_label(key: str) -> str:
+    """A result's key as a legend shows it: ``mixed (budget 2048)`` (``sim.compare_batching``)
+    in the reader's language; any other key as it is."""
+    m = _BUDGET_KEY.fullmatch(key)
+    return tr("{style} (budget {budget})", style=m["style"], budget=int(m["budget"])) if m \
+        else key
 
 
 def _source_label(source: str) -> str:
@@ -146,7 +158,8 @@ def plot_tbt_timeline(results: Mapping[str, SimResult], slo_s: float | None = No
         a.plot([s.start_s for s in log], [s.duration_s * 1e3 for s in log],
                lw=max(1.6 - 0.6 * i, 0.5) if axes.count(a) > 1 else 0.8, zorder=2 + i,
                color=batching_color(label, i),
-               label=tr("{label}: P99 TBT {p99_ms:.0f} ms", label=label, p99_ms=r.p99_itl * 1e3))
+               label=tr("{label}: P99 TBT {p99_ms:.0f} ms", label=_result_label(label),
+                        p99_ms=r.p99_itl * 1e3))
     for a in dict.fromkeys(axes):
         if slo_s is not None:
             a.axhline(slo_s * 1e3, color="k", ls=":", label=tr("SLO"))
@@ -196,7 +209,7 @@ def plot_simulation(results: Mapping[str, SimResult], cost_model: CostModel, slo
     for i, (label, r) in enumerate(results.items()):
         itl = np.sort(r.itls) * 1e3
         axes[1].plot(itl, np.linspace(0, 1, len(itl)), color=batching_color(label, i),
-                     label=tr("{label}\nmedian TTFT {ttft_s:.2f} s", label=label,
+                     label=tr("{label}\nmedian TTFT {ttft_s:.2f} s", label=_result_label(label),
                               ttft_s=r.median_ttft))
     axes[1].axhline(0.99, color="grey", lw=0.8)
     axes[1].axvline(slo_s * 1e3, color="k", ls=":")
@@ -300,7 +313,7 @@ def plot_token_gaps(results: Mapping[str, SimResult], slo_s: float | None = None
         t, gap = token_gaps(r)
         a.plot(t, gap * 1e3, ".", ms=1.5, alpha=0.5, color=batching_color(label, i),
                rasterized=True, label=tr("{label}: P99 TBT {p99_ms:.0f} ms, longest gap "
-                                         "{max_ms:.0f} ms", label=label,
+                                         "{max_ms:.0f} ms", label=_result_label(label),
                                          p99_ms=r.p99_itl * 1e3, max_ms=gap.max() * 1e3))
         if slo_s is not None:
             a.axhline(slo_s * 1e3, color="k", ls=":", label=tr("SLO"))
@@ -351,7 +364,8 @@ def plot_tpot_vs_longest_gap(result: SimResult, slo_s: float, label: str = "",
     tpot = np.array([o.metrics.tpot or 0.0 for o in result.outputs]) * 1e3
     worst = np.array([max(o.metrics.itl, default=0.0) for o in result.outputs]) * 1e3
     ax.plot(tpot, worst, "o", ms=3, alpha=0.6, color=batching_color(label),
-            label=tr("one request ({label})", label=label) if label else tr("one request"))
+            label=tr("one request ({label})", label=_result_label(label)) if label
+            else tr("one request"))
     ax.axvline(slo_s * 1e3, color="k", ls=":", lw=1)
     ax.axhline(slo_s * 1e3, color="k", ls=":", lw=1, label=tr("SLO ({slo_ms:.0f} ms)",
                                                              slo_ms=slo_s * 1e3))
