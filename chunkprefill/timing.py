@@ -30,14 +30,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from chunkprefill.i18n import N_, tr
+
 CLOCKS = ("auto", "thread", "process", "wall", "cuda-events")
 
 _LABELS = {
-    "cuda-events": "step time on the GPU's stream (CUDA events; includes launch overhead when "
-                   "the host is the bottleneck)",
-    "thread": "CPU thread time (time.thread_time): the step's own work, not a GPU measurement",
-    "process": "CPU process time (time.process_time): all threads, not a GPU measurement",
-    "wall": "wall clock (perf_counter): includes other programs' time, not a GPU measurement",
+    "cuda-events": N_("step time on the GPU's stream (CUDA events; includes launch overhead "
+                      "when the host is the bottleneck)"),
+    "thread": N_("CPU thread time (time.thread_time): the step's own work, not a GPU "
+                 "measurement"),
+    "process": N_("CPU process time (time.process_time): all threads, not a GPU measurement"),
+    "wall": N_("wall clock (perf_counter): includes other programs' time, not a GPU "
+               "measurement"),
 }
 
 
@@ -65,7 +69,7 @@ def resolve_clock(device: Any = "cpu", clock: str = "auto") -> str:
 
 def clock_label(device: Any = "cpu", clock: str = "auto") -> str:
     """The words every figure and table that shows a measured time carries."""
-    return _LABELS[resolve_clock(device, clock)]
+    return tr(_LABELS[resolve_clock(device, clock)])
 
 
 _CPU_CLOCKS: dict[str, Callable[[], float]] = {

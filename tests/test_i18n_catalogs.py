@@ -28,7 +28,7 @@ from dev.i18n.catalog import (
     tr_calls,
     update_all,
 )
-from dev.i18n.notebook import SETUP_TAG, render_notebook
+from dev.i18n.notebook import SETUP_TAG, relink, render_notebook
 from dev.i18n.segments import OMIT, render, segments
 
 
@@ -231,3 +231,14 @@ def test_every_english_notebook_segments_and_renders_back(english):
             segs = segments(cell.source, article.quotes)
             again = segments(render(cell.source, segs, lambda s: s.text), article.quotes)
             assert [(s.kind, s.text) for s in again] == [(s.kind, s.text) for s in segs]
+
+
+def test_relink_points_relative_links_at_the_same_files_from_one_folder_deeper(repo):
+    nbformat.write(nbformat.v4.new_notebook(), repo.english / "07_other.ipynb")  # no catalog
+    before = ("See [a](01_demo.ipynb), [b](07_other.ipynb#top), [c](../chunkprefill/sub/mod.py),"
+              " [d](../01_demo.ipynb), [e](https://example.org/x), [f](#here), [g](missing.md).\n"
+              "```\n[code](07_other.ipynb)\n```")
+    assert relink(before, repo) == (
+        "See [a](01_demo.ipynb), [b](../07_other.ipynb#top), [c](../../chunkprefill/sub/mod.py),"
+        " [d](../01_demo.ipynb), [e](https://example.org/x), [f](#here), [g](missing.md).\n"
+        "```\n[code](07_other.ipynb)\n```")

@@ -30,6 +30,9 @@ def test_faithful_prose_keeps_code_links_tags_digits_and_quotes():
     assert _prose(ZH.replace("`make test`", "make test")) == [
         "code spans differ: English {'make test': 1}, translation {}"]
     assert "link targets differ" in _prose(ZH.replace("docs.vllm.ai/", "docs.vllm.ai/en/"))[0]
+    # the one link a translation may add: to its English original, one folder up
+    assert _prose(ZH + "（[英文版](../00_course_map.ipynb)）") == []
+    assert "link targets differ" in _prose(ZH + "（[英文版](https://example.com/)）")[0]
     assert "HTML tags differ" in _prose(ZH.replace("<b>這個</b>", "這個"))[0]
     assert "digits differ" in _prose(ZH.replace("3 次", "三次"))[0]
     reworded = ZH.replace("token budget 是 16", "token budget 為 16")
@@ -166,6 +169,9 @@ def test_english_words_spares_code_acronyms_units_and_kept_terms():
         == []
     assert checks.english_words("tokens appended, finished requests", TERMS) == [
         "appended", "finished"]
+    # a code-like word glued to others by CJK punctuation does not hide them
+    assert checks.english_words("V1，不切段，token budget 64", TERMS) == []
+    assert checks.english_words("V1，不切段，budget 64", TERMS) == ["budget"]
 
 
 def test_a_catalog_entry_gets_every_text_check():

@@ -176,14 +176,22 @@ def _features(text: str) -> dict[str, Counter[str]]:
     return feats
 
 
+# The edition lives one folder below the English notebooks: a translation may add a link to
+# its English original (``../00_course_map.ipynb``), the one link the English cannot have.
+EDITION_LINK = re.compile(r"\.\./\d\d_\w+\.ipynb")
+
+
 def faithful_prose(entry: polib.POEntry, article: Article) -> list[str]:
     """Inline code, link targets, HTML tags and digits survive; each article quote of the
-    English is the article's (verbatim) and stands byte for byte in the translation."""
+    English is the article's (verbatim) and stands byte for byte in the translation. A
+    translation may add links to English notebooks (``EDITION_LINK``), no other link."""
     problems = [f"English quotes the article inexactly: {q}" for q in article_quotes(entry.msgid)
                 if not article.quotes(q[1:-1])]
     if omitted(entry) or not entry.msgstr:
         return problems
     en, zh = _features(entry.msgid), _features(entry.msgstr)
+    zh["link targets"] = Counter({t: n for t, n in zh["link targets"].items()
+                                  if t in en["link targets"] or not EDITION_LINK.fullmatch(t)})
     problems += [f"{k} differ: English {dict(en[k])}, translation {dict(zh[k])}"
                  for k in en if en[k] != zh[k]]
     problems += [f"article quote not kept verbatim: {q}" for q in article_quotes(entry.msgid)
@@ -339,7 +347,9 @@ def english_words(text: str, terms: Terms) -> list[str]:
     """English words a zh reader would have to read: letters outside the kept terms, acronyms,
     units, single letters and code-like tokens (``Scheduler.schedule()``, ``num_tokens``)."""
     code = re.compile(r"[_.]\w|\(\)|[a-z][A-Z]|\d|=")
-    rest = " ".join(" " if code.search(c) else c for c in re.split(r"[\s/]+", text))
+    # words end at spaces, slashes and CJK punctuation ("V1，不切段，token budget" is three)
+    rest = " ".join(" " if code.search(c) else c
+                    for c in re.split(r"[\s/\u3000-\u303f\uff00-\uffef]+", text))
     for term, _ in sorted(terms.kept, key=lambda t: -len(t[0])):
         rest = re.sub(rf"(?i)(?<![A-Za-z]){re.escape(term)}(?![A-Za-z])", " ", rest)
     return [w for w in re.findall(r"[A-Za-zµ]+", rest)

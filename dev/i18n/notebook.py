@@ -1,7 +1,8 @@
 """Rendering an edition notebook from its English notebook and catalog, and executing it.
 
 The rendered notebook has the English cells in the English order, with the same ids: markdown
-translated segment by segment, code cells copied byte for byte, plus one generated setup cell
+translated segment by segment (relative links re-pointed from one folder deeper, ``relink``),
+code cells copied byte for byte, plus one generated setup cell
 (tag ``i18n-setup``) just before the first code cell. Its metadata ``chunkprefill_i18n`` records
 what its outputs were computed from; ``make zh-TW`` re-executes a notebook only when one of them
 changed (its code cells, the runtime catalog, or the numbers of the English deterministic
@@ -13,6 +14,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,38 @@ def _sha(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 
+_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def relink(source: str, layout: Layout) -> str:
+    """A rendered cell's relative links, for a notebook one folder below the English ones: a
+    link the English resolves (``../chunkprefill/x.py``, ``07_x.ipynb``) points at the same
+    file (``../../chunkprefill/x.py``, ``../07_x.ipynb``), except a link to a notebook of the
+    edition, which means its translation (same name, same folder). URLs, anchors and links the
+    English cannot resolve (a translation's ``../00_x.ipynb``, its English original) stay."""
+    edition = {nb.name for nb in layout.edition_notebooks()}
+
+    def target(m: re.Match[str]) -> str:
+        link = m.group(2)
+        path, hash_, anchor = link.partition("#")
+        if not path or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:|/", path) or path in edition:
+            return m.group(0)
+        english = layout.english / path
+        if not english.exists():
+            return m.group(0)
+        moved = os.path.relpath(english, layout.edition).replace(os.sep, "/")
+        return f"{m.group(1)}{moved}{hash_}{anchor}{m.group(3)}"
+
+    lines, fenced = source.split("\n"), False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            lines[i] = _LINK.sub(target, line)
+    return "\n".join(lines)
+
+
 def lookup_for(po: polib.POFile, untranslated: list[str] | None = None):
     """Segment -> translation, ``OMIT``, or None (English: fuzzy or missing, noted)."""
     entries = {e.msgid: e for e in po if not e.obsolete}
@@ -103,7 +137,7 @@ def render_notebook(layout: Layout, english: Path, article: Article,
         new = copy.deepcopy(cell)
         if cell.cell_type == "markdown":
             segs = segments(cell.source, article.quotes, f"{english.name} cell {index}")
-            new.source = render(cell.source, segs, lookup)
+            new.source = relink(render(cell.source, segs, lookup), layout)
         elif cell.cell_type == "code":
             if not setup_done:
                 source = setup_source(layout.language, f"../{english.name}", layout.rel(po_path))

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from chunkprefill.i18n import N_
 
 # One colour per kind of token work, shared by every trace plot so the legend reads the same.
+# The labels are catalog keys: draw ``tr(LABELS[kind])`` (``chunkprefill.i18n``).
 COLORS = {
     "decode": "tab:blue",
     "prefill": "tab:orange",
