@@ -13,6 +13,7 @@ import numpy as np
 
 from chunkprefill.checks import check_int, check_positive
 from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.i18n import tr
 from chunkprefill.sim.cost_model import CostModel
 from chunkprefill.sim.simulate import SimResult, simulate
 from chunkprefill.workload import WorkloadRequest
@@ -204,10 +205,12 @@ def sweep_budgets(cost_model: CostModel, budgets: Sequence[int],
 def compare_batching(workload: Sequence[WorkloadRequest], cost_model: CostModel,
                      budget: int) -> dict[str, SimResult]:
     """``workload`` simulated with ``batching="mixed"`` (chunked prefill) at ``budget``
-    and prefill-first, keyed ``"mixed (budget N)"`` and ``"prefill_first"``."""
+    and prefill-first, keyed by the labels plots show: ``"mixed (budget N)"`` (in the
+    reader's language) and ``"prefill_first"``."""
     mml = cost_model.model.max_model_len
+    mixed = tr("mixed (budget {budget})", budget=budget)
     return {
-        f"mixed (budget {budget})": simulate(workload, cost_model, SchedulerConfig.for_budget(
+        mixed: simulate(workload, cost_model, SchedulerConfig.for_budget(
             budget, max_model_len=mml)),
         "prefill_first": simulate(workload, cost_model, SchedulerConfig.for_budget(
             None, max_model_len=mml, batching="prefill_first")),
