@@ -333,32 +333,37 @@ def plot_chunking_overhead(
     ax.bar_label(bars_, [f"{v:.2f}x" for v in vals], fontsize=8, label_type="center",
                  color="white")
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xlabel("chunk size (tokens)")
-    ax.set_ylabel("chunked / unchunked time")
+    ax.set_xlabel(tr("chunk size (tokens)"))
+    ax.set_ylabel(tr("chunked / unchunked time"))
     ax.set_ylim(0, max([*(vals + err[1]), 1.0]) * 1.15)
-    ax.set_title(f"Chunking overhead, {prompt_len}-token prompt\n[{timing_label}]", fontsize=9)
+    ax.set_title(tr("Chunking overhead, {prompt_len}-token prompt, measured here\n[{clock}]",
+                    prompt_len=prompt_len, clock=timing_label), fontsize=9)
     return fig
 
 
 def plot_tile_effect(
     token_counts: Sequence[int],
-    seconds: Sequence[float],
+    seconds: Sequence[Any],
     timing_label: str,
     tile: int = 64,
     ax: Axes | None = None,
 ) -> Figure:
-    """Time per token for chunk sizes around a multiple of the kernel tile: on a GPU a chunk
-    one token past a multiple of the tile pays for a whole extra, mostly empty tile."""
-    fig, ax = figure_and_axes(ax, (5.6, 3.4))
-    n = np.asarray(token_counts)
-    per = np.asarray(seconds, dtype=float) / n * 1e6
-    ax.plot(n, per, "o-", color="tab:brown")
+    """Time per token for chunk sizes around a multiple of the kernel tile (``Estimate``s or
+    seconds): on a GPU a chunk one token past a multiple of the tile is expected to pay for a
+    whole extra, mostly empty tile; a CPU's matrix kernels block in small tiles."""
+    fig, ax = figure_and_axes(ax, (6.0, 3.4))
+    n = np.asarray(token_counts, dtype=float)
+    mid, err = _mid_and_err(seconds, 1e6)
+    ax.errorbar(n, mid / n, yerr=err / n, fmt="o-", color="tab:brown", ms=4, capsize=2)
     for m in range(int(n.min()) // tile * tile + tile, int(n.max()) + 1, tile):
         ax.axvline(m, color="0.6", lw=0.8, ls=":")
-        ax.text(m, per.max(), f" {m}", fontsize=7, va="top", color="0.4")
-    ax.set_xlabel("tokens in the step")
-    ax.set_ylabel("us per token")
-    ax.set_title(f"Tile effect: cost per token near multiples of {tile} [{timing_label}]")
+        ax.text(m, 0.97, f" {m}", fontsize=7, va="top", color="0.4",
+                transform=ax.get_xaxis_transform())
+    ax.set_ylim(0, max((mid + err[1]) / n) * 1.15)
+    ax.set_xlabel(tr("tokens in the step"))
+    ax.set_ylabel(tr("us per token (median, 95% interval)"))
+    ax.set_title(tr("Cost per token near multiples of {tile}, measured here\n[{clock}]",
+                    tile=tile, clock=timing_label), fontsize=9)
     return fig
 
 
@@ -382,4 +387,116 @@ def plot_chunk_dashboard(
     plot_latency_cdf(ttft, "TTFT", ax=fig.add_subplot(gs[0, 2]))
     plot_token_times(metrics, long_ids, ax=fig.add_subplot(gs[1, :]))
     fig.suptitle(title, fontsize=11, x=0.46)
+    return fig
+
+
+HERE_COLOR = "k"
+A100_COLOR = "tab:blue"
+
+
+def _figure2(batches: Sequence[Any], kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(sizes, seconds) of the authors' figure-2 batches of one kind: "prompt" (prefill-only,
+    in tokens) or "decode" (decode-only, in requests), sorted by size."""
+    rows = sorted((b.num_prefill_tokens if kind == "prompt" else b.num_decodes, b.seconds)
+                  for b in batches if b.source == "figure 2"
+                  and (b.num_decodes == 0 if kind == "prompt" else b.num_prefill_tokens == 0))
+    return np.array([r[0] for r in rows], float), np.array([r[1] for r in rows], float)
+
+
+def plot_steps_beside_a100(
+    here_prompt: tuple[Sequence[int], Sequence[Any]] | None,
+    here_decodes: tuple[Sequence[int], Sequence[Any]],
+    a100_batches: Sequence[Any],
+    here_label: str,
+    knees: Mapping[str, float] | None = None,
+    fits: Mapping[str, tuple[float, float]] | None = None,
+) -> Figure:
+    """This machine's step times beside the A100 batch times the Sarathi-Serve authors
+    measured (``chunkprefill.data.sarathi_serve_batches()``, figure 2: Yi-34B, TP 2, two A100
+    80GB PCIe), each divided by its own machine's lone-decode step, so the shapes compare
+    although the models differ. Left: one prompt of n tokens per step (skipped when
+    ``here_prompt`` is None); right: n decodes per step. ``here_*`` are ``(sizes, times)``
+    with ``Estimate``s or seconds; ``here_decodes`` must hold a batch of 1. ``knees`` draws
+    each machine's expected roofline knee (tokens) on the left panel, ``fits`` each machine's
+    fitted ``(fixed_s, per_token_s)`` line; their keys are "here" and "A100"."""
+    sizes_d, here_d = here_decodes
+    if 1 not in list(sizes_d):
+        raise ValueError("here_decodes must include a batch of 1 decode (the reference step)")
+    here_one = _mid_and_err(here_d, 1e3)[0][list(sizes_d).index(1)]
+    a100_d = _figure2(a100_batches, "decode")
+    a100_one = a100_d[1][list(a100_d[0]).index(1)] * 1e3
+    ncols = 1 if here_prompt is None else 2
+    fig = Figure(figsize=(5.2 * ncols, 3.9), layout="constrained")
+    axes = list(np.atleast_1d(fig.subplots(1, ncols, sharey=True)))
+    labels = {"here": tr("this machine, measured here [{clock}]", clock=here_label),
+              "A100": tr("2 x A100 80GB PCIe, Yi-34B: measured by the Sarathi-Serve authors")}
+    panels = [] if here_prompt is None else [("prompt", here_prompt, axes[0])]
+    panels.append(("decode", here_decodes, axes[-1]))
+    for kind, (sizes, times), ax in panels:
+        mid, err = _mid_and_err(times, 1e3)
+        ax.errorbar(np.asarray(sizes, float), mid / here_one, yerr=err / here_one, fmt="o-",
+                    color=HERE_COLOR, ms=4, lw=1.0, capsize=2, label=labels["here"])
+        n, s = _figure2(a100_batches, kind)
+        if kind == "prompt":  # its 1-token step is the lone decode (hollow), as on the right
+            ax.plot([1, n[0]], [1.0, s[0] * 1e3 / a100_one], ":", color=A100_COLOR, lw=1.0)
+            ax.plot([1], [1.0], "s", color=A100_COLOR, mfc="white", ms=5)
+        ax.plot(n, s * 1e3 / a100_one, "s-", color=A100_COLOR, ms=5, lw=1.0,
+                label=labels["A100"])
+        ax.axhline(1.0, color="0.6", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        _plain_log_ticks(ax.yaxis)
+        ax.set_xlabel(tr("prompt tokens in the step (one prompt)") if kind == "prompt"
+                     else tr("decodes in the step (one token each)"))
+    ax0 = axes[0]
+    ax0.set_ylabel(tr("step time / the same machine's 1-decode step"))
+    if here_prompt is not None:
+        top = axes[0]
+        ends = {"here": max(here_prompt[0]), "A100": _figure2(a100_batches, "prompt")[0].max()}
+        for key, color in (("here", HERE_COLOR), ("A100", A100_COLOR)):
+            if fits and key in fits:
+                fixed, per = fits[key]
+                grid = np.geomspace(1, ends[key], 100)
+                one = here_one if key == "here" else a100_one
+                top.plot(grid, (fixed + per * grid) * 1e3 / one, "--", color=color, lw=0.8,
+                         alpha=0.7)
+            if knees and key in knees:
+                top.axvline(knees[key], color=color, lw=1.0, ls=":")
+                top.text(knees[key], 0.97, tr("expected knee: {tokens:.0f}", tokens=knees[key]),
+                         transform=top.get_xaxis_transform(), fontsize=7, va="top",
+                         color=color, rotation=90)
+        top.set_title(tr("One prompt per step (dashed: fixed + per-token fit)"), fontsize=9)
+    axes[-1].set_title(tr("Decode-only steps"), fontsize=9)
+    axes[-1].legend(loc="upper left", fontsize=7)
+    return fig
+
+
+def plot_chunking_overhead_beside_a100(
+    ratios: Mapping[int, Any],
+    prompt_len: int,
+    timing_label: str,
+    a100_chunked: Sequence[Any],
+) -> Figure:
+    """Left: this machine's chunked / unchunked prefill time per chunk size
+    (``plot_chunking_overhead``). Right: the same ratio the Sarathi-Serve authors measured on
+    two A100s (``chunkprefill.data.sarathi_serve_chunked_prefills()``, figure 9: Yi-34B, one
+    prompt of 2K-16K tokens alone, chunks of 512-2048), one marker per prompt length."""
+    fig = Figure(figsize=(10.6, 3.6), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    plot_chunking_overhead(ratios, prompt_len, timing_label, ax=left)
+    chunks = sorted({m.chunk_size for m in a100_chunked if m.chunk_size < m.prompt_len})
+    for i, prompt in enumerate(sorted({m.prompt_len for m in a100_chunked})):
+        rel = {m.chunk_size: m.relative for m in a100_chunked if m.prompt_len == prompt}
+        xs = [j + 0.12 * (i - 1.5) for j in range(len(chunks))]
+        right.plot(xs, [rel[c] for c in chunks], "os^D"[i % 4], color=f"C{i}", ms=6,
+                   ls="none", label=tr("prompt of {tokens} tokens", tokens=prompt))
+    right.axhline(1.0, color="k", lw=0.8)
+    right.set_xticks(range(len(chunks)), [str(c) for c in chunks])
+    right.set_xlabel(tr("chunk size (tokens)"))
+    right.set_ylabel(tr("chunked / unchunked time"))
+    right.set_ylim(0, max(left.get_ylim()[1], 1.4))
+    right.set_title(tr("2 x A100, Yi-34B: measured by the Sarathi-Serve authors (figure 9)"),
+                    fontsize=9)
+    right.legend(loc="lower left", fontsize=7, ncol=2)
     return fig
