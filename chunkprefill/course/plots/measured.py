@@ -426,9 +426,9 @@ def plot_steps_beside_a100(
     a100_d = _figure2(a100_batches, "decode")
     a100_one = a100_d[1][list(a100_d[0]).index(1)] * 1e3
     ncols = 1 if here_prompt is None else 2
-    fig = Figure(figsize=(5.2 * ncols, 3.9), layout="constrained")
+    fig = Figure(figsize=(max(6.4, 5.2 * ncols), 4.3), layout="constrained")
     axes = list(np.atleast_1d(fig.subplots(1, ncols, sharey=True)))
-    labels = {"here": tr("this machine, measured here [{clock}]", clock=here_label),
+    labels = {"here": tr("this machine, measured here"),
               "A100": tr("2 x A100 80GB PCIe, Yi-34B: measured by the Sarathi-Serve authors")}
     panels = [] if here_prompt is None else [("prompt", here_prompt, axes[0])]
     panels.append(("decode", here_decodes, axes[-1]))
@@ -468,7 +468,10 @@ def plot_steps_beside_a100(
                          color=color, rotation=90)
         top.set_title(tr("One prompt per step (dashed: fixed + per-token fit)"), fontsize=9)
     axes[-1].set_title(tr("Decode-only steps"), fontsize=9)
-    axes[-1].legend(loc="upper left", fontsize=7)
+    handles, names = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=ncols, fontsize=8, frameon=False)
+    fig.suptitle(tr("Step time against its work, each machine over its own 1-decode step\n"
+                    "[here: {clock}]", clock=here_label), fontsize=9)
     return fig
 
 
