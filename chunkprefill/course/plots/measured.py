@@ -490,9 +490,10 @@ def plot_chunking_overhead_beside_a100(
     plot_chunking_overhead(ratios, prompt_len, timing_label, ax=left)
     chunks = sorted({m.chunk_size for m in a100_chunked if m.chunk_size < m.prompt_len})
     for i, prompt in enumerate(sorted({m.prompt_len for m in a100_chunked})):
-        rel = {m.chunk_size: m.relative for m in a100_chunked if m.prompt_len == prompt}
-        xs = [j + 0.12 * (i - 1.5) for j in range(len(chunks))]
-        right.plot(xs, [rel[c] for c in chunks], "os^D"[i % 4], color=f"C{i}", ms=6,
+        rel = {m.chunk_size: m.relative for m in a100_chunked
+               if m.prompt_len == prompt and m.chunk_size < m.prompt_len}  # else one piece
+        xs = [j + 0.12 * (i - 1.5) for j, c in enumerate(chunks) if c in rel]
+        right.plot(xs, [rel[c] for c in chunks if c in rel], "os^D"[i % 4], color=f"C{i}", ms=6,
                    ls="none", label=tr("prompt of {tokens} tokens", tokens=prompt))
     right.axhline(1.0, color="k", lw=0.8)
     right.set_xticks(range(len(chunks)), [str(c) for c in chunks])
