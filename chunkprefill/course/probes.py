@@ -1,7 +1,7 @@
 """Probes that only look: what the KV manager held between ``schedule()`` and the model call,
 the terms of the chunk-size rule as the scheduler saw them, what went through the model
-(PyTorch forward hooks), and random paged batches to time attention on. None of them
-changes what the engine computes."""
+(PyTorch forward hooks), the Triton kernels' launches, and random paged batches to time
+attention on. None of them changes what the engine computes."""
 
 from __future__ import annotations
 
@@ -169,3 +169,46 @@ def random_paged_batch(query_lens: Sequence[int], kv_lens: Sequence[int], num_q_
     return {"query": query.to(device=device, dtype=dtype), "k_cache": k_cache,
             "v_cache": v_cache, "block_tables": tables, "meta": meta,
             "scale": head_dim ** -0.5}
+
+
+class _CountedKernel:
+    """Stands in for a ``triton.jit`` kernel in its module: ``kernel[grid](...)`` launches the
+    real kernel and counts one launch; every other attribute is the real kernel's."""
+
+    def __init__(self, kernel: Any, name: str, counts: dict[str, int]) -> None:
+        self._kernel, self._name, self._counts = kernel, name, counts
+
+    def __getitem__(self, grid: Any) -> Any:
+        launch = self._kernel[grid]
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._counts[self._name] += 1
+            return launch(*args, **kwargs)
+
+        return counted
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._kernel, attr)
+
+
+@contextmanager
+def count_kernel_launches() -> Iterator[dict[str, int]]:
+    """Count the launches of the two Triton kernels while the block runs: ``{"store": n,
+    "attention": m}`` (``reshape_and_cache_kernel``, ``unified_attention_kernel``). The
+    wrappers look their kernel up in their module at every call, so the kernel is swapped
+    there for a counting stand-in and put back afterwards; what runs is unchanged."""
+    import importlib
+
+    kv_store = importlib.import_module("chunkprefill.kernels.kv_store")
+    attention = importlib.import_module("chunkprefill.kernels.unified_attention")
+    counts = {"store": 0, "attention": 0}
+    slots = ((kv_store, "reshape_and_cache_kernel", "store"),
+             (attention, "unified_attention_kernel", "attention"))
+    originals = [getattr(module, attr) for module, attr, _ in slots]
+    for (module, attr, name), kernel in zip(slots, originals, strict=True):
+        setattr(module, attr, _CountedKernel(kernel, name, counts))
+    try:
+        yield counts
+    finally:
+        for (module, attr, _), kernel in zip(slots, originals, strict=True):
+            setattr(module, attr, kernel)

@@ -32,13 +32,14 @@ def _rows(name: str) -> list[dict[str, str]]:
 class MeasuredBatch:
     """One batch the Sarathi-Serve authors timed: how many prefill tokens (one request) and
     decode tokens (one per request) it held, its time in seconds, and, in the table-2
-    folder only, the time of its linear layers (seconds)."""
+    folder only, the time of its linear layers and of its attention (seconds)."""
 
     source: str  # "figure 2" (the paper's figure) or "table-2 folder" (the artifact's)
     num_prefill_tokens: int
     num_decodes: int
     seconds: float
     linear_s: float | None = None
+    attention_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -63,7 +64,7 @@ def sarathi_serve_batches() -> tuple[MeasuredBatch, ...]:
         out.append(MeasuredBatch(TABLE2_FOLDER, int(r["batch_num_prefill_tokens"]),
                                  int(r["batch_num_decode_tokens"]),
                                  float(r["batch_execution_time"]) / 1e3,
-                                 float(r["linear"]) / 1e3))
+                                 float(r["linear"]) / 1e3, float(r["attention"]) / 1e3))
     return tuple(out)
 
 

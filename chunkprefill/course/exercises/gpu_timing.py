@@ -9,6 +9,7 @@ import numpy as np
 
 from chunkprefill.config import CacheConfig, SchedulerConfig
 from chunkprefill.course.exercises.common import verdict as _verdict
+from chunkprefill.i18n import tr
 from chunkprefill.lab.stats import Estimate
 from chunkprefill.lab.step_cost import fit_step_time
 from chunkprefill.trace import TraceRequest, prompt_chunks, run_trace
@@ -28,7 +29,7 @@ def check_reread(answer: tuple[int, int] | None) -> str:
     KV tokens do its chunks attend to, summed over the chunks? Answer ``(at 256, at 128)``."""
     return _verdict(None if answer is None else tuple(answer),
                     (_kv_reread(1024, 256), _kv_reread(1024, 128)),
-                    "chunk k attends to the k chunks before it: 0 + c + 2c + ...")
+                    tr("chunk k attends to the k chunks before it: 0 + c + 2c + ..."))
 
 
 def check_predict(tokens: Sequence[int], medians: Sequence[float],
@@ -38,11 +39,10 @@ def check_predict(tokens: Sequence[int], medians: Sequence[float],
     tokens) takes than a step of the 32 decodes alone. Right within 2%."""
     fixed, per_token = fit_step_time(tokens, medians)
     expected = (fixed + per_token * 1056) / (fixed + per_token * 32)
-    hint = "t(n) = fixed + per_token * n: divide t(1056) by t(32)"
-    if answer is None:
-        return f"Not yet (None). Hint: {hint}"
-    ok = abs(answer / expected - 1) < 0.02
-    return f"Right: {expected:.2f}x." if ok else f"Not yet ({answer!r}). Hint: {hint}"
+    hint = tr("t(n) = fixed + per_token * n: divide t(1056) by t(32)")
+    if answer is not None and abs(answer / expected - 1) < 0.02:
+        return tr("Right: {ratio:.2f}x.", ratio=expected)
+    return tr("Not yet ({answer}). Hint: {hint}", answer=repr(answer), hint=hint)
 
 
 def broken_fit(tokens: Sequence[int], medians: Sequence[float]) -> tuple[float, float]:
@@ -58,8 +58,8 @@ def check_bug(tokens: Sequence[int], medians: Sequence[float], answer: int | Non
     t = np.asarray(medians, float)
     rel = np.abs((fixed + per_token * np.asarray(tokens, float)) / t - 1)
     return _verdict(answer, int(tokens[int(np.argmax(rel))]),
-                    "absolute errors let the biggest steps decide the line; look at "
-                    "|fit / median - 1| point by point")
+                    tr("absolute errors let the biggest steps decide the line; look at "
+                       "|fit / median - 1| point by point"))
 
 
 def check_measure(overhead: Mapping[int, Estimate] | None) -> str:
@@ -69,11 +69,11 @@ def check_measure(overhead: Mapping[int, Estimate] | None) -> str:
     above the unchunked prefill (the interval lies above 1)."""
     hint = "overhead = chunking_overhead(model, 512, [32, 256], repeats=3)"
     if not overhead or set(overhead) != {32, 256}:
-        return f"Not yet. Hint: {hint}"
+        return tr("Not yet. Hint: {hint}", hint=hint)
     if any(e.n != 3 for e in overhead.values()):
-        return f"Not yet (not 3 repeats). Hint: {hint}"
+        return tr("Not yet (not 3 repeats). Hint: {hint}", hint=hint)
     r = overhead[32]
     if r.low > 1.0:
-        return f"Right: chunks of 32 cost {r.fmt(1, 'x', 2)} the unchunked prefill."
-    return (f"Not yet (chunks of 32: {r.fmt(1, 'x', 2)}). Hint: is it the chunked total over "
-            "the whole prompt?")
+        return tr("Right: chunks of 32 cost {ratio} the unchunked prefill.", ratio=r.fmt(1, "x", 2))
+    return tr("Not yet (chunks of 32: {ratio}). Hint: is it the chunked total over the whole "
+              "prompt?", ratio=r.fmt(1, "x", 2))

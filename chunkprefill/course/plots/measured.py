@@ -67,14 +67,14 @@ def plot_token_times(
     ax.set_ylim(len(ids) - 0.4, -0.6)
     if len(ids) <= 40:
         ax.set_yticks(range(len(ids)), ids, fontsize=7)
-    ax.set_xlabel(tr("time (s, engine clock)"))
-    ax.set_ylabel(tr("request"))
-    ax.set_title(title or tr("Token arrival times: a tick per token, gaps are ITL"))
-    handles = [Patch(color=SHORT_COLOR, label=tr("short request")),
+    ax.set_xlabel("time (s, engine clock)")
+    ax.set_ylabel("request")
+    ax.set_title(title or "Token arrival times: a tick per token, gaps are ITL")
+    handles = [Patch(color=SHORT_COLOR, label="short request"),
                Line2D([], [], marker="o", ls="-", lw=0.8, color="0.4", mfc="white",
-                      label=tr("arrival ... 1st token"))]
+                      label="arrival ... 1st token")]
     if hi:
-        handles.insert(1, Patch(color=LONG_COLOR, label=tr("long prompt")))
+        handles.insert(1, Patch(color=LONG_COLOR, label="long prompt"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               frameon=False)
     return fig
@@ -106,22 +106,21 @@ def plot_step_tokens(
     dec, pre = np.maximum(dec - dec_h, 0), np.maximum(pre - (mine - dec_h), 0)
     bottom = np.zeros(len(step_log))
     if highlight:  # short requests in blue shades, the highlighted prompts in orange shades
-        layers = [(dec, SHORT_COLOR, tr("decode tokens")),
-                  (pre, SHORT_PREFILL_COLOR, tr("other prefill"))]
+        layers = [(dec, SHORT_COLOR, "decode tokens"), (pre, SHORT_PREFILL_COLOR, "other prefill")]
         layers += [(v, LONG_SHADES[i % len(LONG_SHADES)], rid)
                    for i, (rid, v) in enumerate(own.items())]
     else:
-        layers = [(dec, COLORS["decode"], tr(LABELS["decode"])),
-                  (pre, COLORS["prefill"], tr(LABELS["prefill"]))]
-    for k, (heights, color, label) in enumerate(layers):
-        if not heights.any() and k:  # the decode layer (first) is drawn even when empty
+        layers = [(dec, COLORS["decode"], LABELS["decode"]),
+                  (pre, COLORS["prefill"], LABELS["prefill"])]
+    for heights, color, label in layers:
+        if not heights.any() and label != LABELS["decode"]:
             continue
         ax.bar(starts, heights, width=widths, bottom=bottom, align="edge", color=color,
                edgecolor="white", linewidth=0.3, label=label)
         bottom = bottom + heights
-    ax.set_xlabel(tr("time (s, engine clock)"))
-    ax.set_ylabel(tr("tokens in the step"))
-    ax.set_title(title or tr("Steps on the clock: width = step time, height = tokens"))
+    ax.set_xlabel("time (s, engine clock)")
+    ax.set_ylabel("tokens in the step")
+    ax.set_title(title or "Steps on the clock: width = step time, height = tokens")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
@@ -161,10 +160,9 @@ def plot_latency_cdf(
         ax.set_xscale("log")
         _plain_log_ticks(ax.xaxis)
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel(tr("{metric} (ms, log scale)", metric=metric) if log_x
-                  else tr("{metric} (ms)", metric=metric))
-    ax.set_ylabel(tr("fraction of samples <= x"))
-    ax.set_title(tr("{metric}: cumulative distribution", metric=metric))
+    ax.set_xlabel(f"{metric} (ms{', log scale' if log_x else ''})")
+    ax.set_ylabel("fraction of samples <= x")
+    ax.set_title(f"{metric}: cumulative distribution")
     ax.legend(loc="lower right", fontsize=7, frameon=True, framealpha=0.85)
     return fig
 
@@ -203,9 +201,9 @@ def plot_budget_sweep(
     fig, ax = figure_and_axes(ax, (6.2, 3.8))
     chunked = sorted((p for p in points if p.budget is not None), key=lambda p: p.budget)
     off = [p for p in points if p.budget is None]
-    series = [("p99_itl", tr("P99 ITL (all gaps)"), "tab:blue", "-", "^"),
-              ("long_ttft", tr("long prompts' TTFT (median)"), "tab:red", "-", "s"),
-              ("ttft_p50", tr("median TTFT (all requests)"), "tab:orange", "--", "o")]
+    series = [("p99_itl", "P99 ITL (all gaps)", "tab:blue", "-", "^"),
+              ("long_ttft", "long prompts' TTFT (median)", "tab:red", "-", "s"),
+              ("ttft_p50", "median TTFT (all requests)", "tab:orange", "--", "o")]
     series = [x for x in series if all(np.isfinite(getattr(p, x[0])) for p in points)]
     xs = [p.budget for p in chunked]
     # each series nudged a tenth of an octave sideways: equal values cannot hide a marker
@@ -229,11 +227,11 @@ def plot_budget_sweep(
             ax.plot([x_off * dx], [getattr(off[0], attr) * 1e3], marker=marker, color=color,
                     mfc="white", ms=7, mew=1.5, ls="none")
         ax.axvline((xs[-1] * 1.55) if xs else 0.5, color="0.6", lw=0.8, ls=":")
-        ax.set_xticks([*xs, x_off], [*names, tr("no\nchunking")])
+        ax.set_xticks([*xs, x_off], [*names, "no\nchunking"])
     if current is not None:
         ax.axvline(current, color="k", lw=1.2, alpha=0.35, zorder=0)
-    ax.set_xlabel(tr("token budget per step (max_num_batched_tokens)"))
-    ax.set_ylabel(tr("ms (log scale)"))
+    ax.set_xlabel("token budget per step (max_num_batched_tokens)")
+    ax.set_ylabel("ms (log scale)")
     ax.set_title(title or tr("Budget sweep: one run per budget"))
     # below the axes: inside, every corner of a sweep holds some curve's points
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, fontsize=7,
@@ -257,18 +255,18 @@ def plot_tradeoff(points: Sequence[_TradeoffPoint], timing_label: str,
     left, right = fig.subplots(1, 2, sharex=True)
     pts = sorted(points, key=lambda p: p.budget)
     xs = [p.budget for p in pts]
-    for ax, attr, color, name in ((left, "long_ttft_ci", "tab:red", tr("long prompt's TTFT")),
-                                  (right, "p99_itl_ci", "tab:blue", tr("decodes' P99 ITL"))):
+    for ax, attr, color, name in ((left, "long_ttft_ci", "tab:red", "long prompt's TTFT"),
+                                  (right, "p99_itl_ci", "tab:blue", "decodes' P99 ITL")):
         mid, err = _mid_and_err([getattr(p, attr) for p in pts], 1e3)
         ax.errorbar(xs, mid, yerr=err, fmt="o-", color=color, ms=4, capsize=3, lw=1.2)
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [f"{p.budget}\n({p.num_chunks})" for p in pts], fontsize=7)
         ax.minorticks_off()
         ax.set_ylim(0, max(mid + err[1]) * 1.1)
-        ax.set_ylabel(tr("{name} (ms)", name=name))
-        ax.set_title(tr("{name}: median, 95% interval", name=name), fontsize=9)
-        ax.set_xlabel(tr("token budget (chunks the prompt took)"))
-    fig.suptitle(title or tr("Only the budget changes [{clock}]", clock=timing_label), fontsize=10)
+        ax.set_ylabel(f"{name} (ms)")
+        ax.set_title(f"{name}: median, 95% interval", fontsize=9)
+        ax.set_xlabel("token budget (chunks the prompt took)")
+    fig.suptitle(title or f"Only the budget changes [{timing_label}]", fontsize=10)
     return fig
 
 
@@ -299,22 +297,20 @@ def plot_step_time_vs_tokens(
     knee = fixed / slope
     fig, ax = figure_and_axes(ax, (6.4, 3.8))
     ax.errorbar(n, t, yerr=err, fmt="o", color="k", ms=4, capsize=2,
-                label=tr("measured (median, 95% interval)"), zorder=3)
+                label="measured (median, 95% interval)", zorder=3)
     grid = np.geomspace(max(1.0, n.min()), n.max(), 100)
     ax.plot(grid, (fixed + slope * grid) * 1e3, "-", color="tab:red", lw=1.2,
-            label=tr("fit: {fixed_ms:.1f} ms + {per_token_us:.0f} us x tokens",
-                     fixed_ms=fixed * 1e3, per_token_us=slope * 1e6))
+            label=f"fit: {fixed * 1e3:.1f} ms + {slope * 1e6:.0f} us x tokens")
     ax.axvline(knee, color="0.5", lw=0.8, ls=":")
-    ax.text(knee, 0.03, " " + tr("parts equal at {knee:.0f} tokens", knee=knee),
-            transform=ax.get_xaxis_transform(),
+    ax.text(knee, 0.03, f" parts equal at {knee:.0f} tokens", transform=ax.get_xaxis_transform(),
             fontsize=8, va="bottom", color="0.3")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     _plain_log_ticks(ax.yaxis)
-    ax.set_xlabel(tr("tokens in the step (log scale)"))
-    ax.set_ylabel(tr("step time (ms, log)"))
-    ax.set_title(tr("Step time vs tokens\n[{clock}]", clock=timing_label), fontsize=9)
+    ax.set_xlabel("tokens in the step (log scale)")
+    ax.set_ylabel("step time (ms, log)")
+    ax.set_title(f"Step time vs tokens\n[{timing_label}]", fontsize=9)
     ax.legend(loc="upper left", fontsize=8)
     return fig
 
@@ -340,31 +336,34 @@ def plot_chunking_overhead(
     ax.set_xlabel(tr("chunk size (tokens)"))
     ax.set_ylabel(tr("chunked / unchunked time"))
     ax.set_ylim(0, max([*(vals + err[1]), 1.0]) * 1.15)
-    ax.set_title(tr("Chunking overhead, {prompt_len}-token prompt\n[{clock}]",
+    ax.set_title(tr("Chunking overhead, {prompt_len}-token prompt, measured here\n[{clock}]",
                     prompt_len=prompt_len, clock=timing_label), fontsize=9)
     return fig
 
 
 def plot_tile_effect(
     token_counts: Sequence[int],
-    seconds: Sequence[float],
+    seconds: Sequence[Any],
     timing_label: str,
     tile: int = 64,
     ax: Axes | None = None,
 ) -> Figure:
-    """Time per token for chunk sizes around a multiple of the kernel tile: on a GPU a chunk
-    one token past a multiple of the tile pays for a whole extra, mostly empty tile."""
-    fig, ax = figure_and_axes(ax, (5.6, 3.4))
-    n = np.asarray(token_counts)
-    per = np.asarray(seconds, dtype=float) / n * 1e6
-    ax.plot(n, per, "o-", color="tab:brown")
+    """Time per token for chunk sizes around a multiple of the kernel tile (``Estimate``s or
+    seconds): on a GPU a chunk one token past a multiple of the tile is expected to pay for a
+    whole extra, mostly empty tile; a CPU's matrix kernels block in small tiles."""
+    fig, ax = figure_and_axes(ax, (6.0, 3.4))
+    n = np.asarray(token_counts, dtype=float)
+    mid, err = _mid_and_err(seconds, 1e6)
+    ax.errorbar(n, mid / n, yerr=err / n, fmt="o-", color="tab:brown", ms=4, capsize=2)
     for m in range(int(n.min()) // tile * tile + tile, int(n.max()) + 1, tile):
         ax.axvline(m, color="0.6", lw=0.8, ls=":")
-        ax.text(m, per.max(), f" {m}", fontsize=7, va="top", color="0.4")
+        ax.text(m, 0.97, f" {m}", fontsize=7, va="top", color="0.4",
+                transform=ax.get_xaxis_transform())
+    ax.set_ylim(0, max((mid + err[1]) / n) * 1.15)
     ax.set_xlabel(tr("tokens in the step"))
-    ax.set_ylabel(tr("us per token"))
-    ax.set_title(tr("Tile effect: cost per token near multiples of {tile} [{clock}]", tile=tile,
-                    clock=timing_label))
+    ax.set_ylabel(tr("us per token (median, 95% interval)"))
+    ax.set_title(tr("Cost per token near multiples of {tile}, measured here\n[{clock}]",
+                    tile=tile, clock=timing_label), fontsize=9)
     return fig
 
 
@@ -388,4 +387,120 @@ def plot_chunk_dashboard(
     plot_latency_cdf(ttft, "TTFT", ax=fig.add_subplot(gs[0, 2]))
     plot_token_times(metrics, long_ids, ax=fig.add_subplot(gs[1, :]))
     fig.suptitle(title, fontsize=11, x=0.46)
+    return fig
+
+
+HERE_COLOR = "k"
+A100_COLOR = "tab:blue"
+
+
+def _figure2(batches: Sequence[Any], kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(sizes, seconds) of the authors' figure-2 batches of one kind: "prompt" (prefill-only,
+    in tokens) or "decode" (decode-only, in requests), sorted by size."""
+    rows = sorted((b.num_prefill_tokens if kind == "prompt" else b.num_decodes, b.seconds)
+                  for b in batches if b.source == "figure 2"
+                  and (b.num_decodes == 0 if kind == "prompt" else b.num_prefill_tokens == 0))
+    return np.array([r[0] for r in rows], float), np.array([r[1] for r in rows], float)
+
+
+def plot_steps_beside_a100(
+    here_prompt: tuple[Sequence[int], Sequence[Any]] | None,
+    here_decodes: tuple[Sequence[int], Sequence[Any]],
+    a100_batches: Sequence[Any],
+    here_label: str,
+    knees: Mapping[str, float] | None = None,
+    fits: Mapping[str, tuple[float, float]] | None = None,
+) -> Figure:
+    """This machine's step times beside the A100 batch times the Sarathi-Serve authors
+    measured (``chunkprefill.data.sarathi_serve_batches()``, figure 2: Yi-34B, TP 2, two A100
+    80GB PCIe), each divided by its own machine's lone-decode step, so the shapes compare
+    although the models differ. Left: one prompt of n tokens per step (skipped when
+    ``here_prompt`` is None); right: n decodes per step. ``here_*`` are ``(sizes, times)``
+    with ``Estimate``s or seconds; ``here_decodes`` must hold a batch of 1. ``knees`` draws
+    each machine's expected roofline knee (tokens) on the left panel, ``fits`` each machine's
+    fitted ``(fixed_s, per_token_s)`` line; their keys are "here" and "A100"."""
+    sizes_d, here_d = here_decodes
+    if 1 not in list(sizes_d):
+        raise ValueError("here_decodes must include a batch of 1 decode (the reference step)")
+    here_one = _mid_and_err(here_d, 1e3)[0][list(sizes_d).index(1)]
+    a100_d = _figure2(a100_batches, "decode")
+    a100_one = a100_d[1][list(a100_d[0]).index(1)] * 1e3
+    ncols = 1 if here_prompt is None else 2
+    fig = Figure(figsize=(max(6.4, 5.2 * ncols), 4.3), layout="constrained")
+    axes = list(np.atleast_1d(fig.subplots(1, ncols, sharey=True)))
+    labels = {"here": tr("this machine, measured here"),
+              "A100": tr("2 x A100 80GB PCIe, Yi-34B: measured by the Sarathi-Serve authors")}
+    panels = [] if here_prompt is None else [("prompt", here_prompt, axes[0])]
+    panels.append(("decode", here_decodes, axes[-1]))
+    for kind, (sizes, times), ax in panels:
+        mid, err = _mid_and_err(times, 1e3)
+        ax.errorbar(np.asarray(sizes, float), mid / here_one, yerr=err / here_one, fmt="o-",
+                    color=HERE_COLOR, ms=4, lw=1.0, capsize=2, label=labels["here"])
+        n, s = _figure2(a100_batches, kind)
+        if kind == "prompt":  # its 1-token step is the lone decode (hollow), as on the right
+            ax.plot([1, n[0]], [1.0, s[0] * 1e3 / a100_one], ":", color=A100_COLOR, lw=1.0)
+            ax.plot([1], [1.0], "s", color=A100_COLOR, mfc="white", ms=5)
+        ax.plot(n, s * 1e3 / a100_one, "s-", color=A100_COLOR, ms=5, lw=1.0,
+                label=labels["A100"])
+        ax.axhline(1.0, color="0.6", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        _plain_log_ticks(ax.yaxis)
+        ax.set_xlabel(tr("prompt tokens in the step (one prompt)") if kind == "prompt"
+                     else tr("decodes in the step (one token each)"))
+    ax0 = axes[0]
+    ax0.set_ylabel(tr("step time / the same machine's 1-decode step"))
+    if here_prompt is not None:
+        top = axes[0]
+        ends = {"here": max(here_prompt[0]), "A100": _figure2(a100_batches, "prompt")[0].max()}
+        for key, color in (("here", HERE_COLOR), ("A100", A100_COLOR)):
+            if fits and key in fits:
+                fixed, per = fits[key]
+                grid = np.geomspace(1, ends[key], 100)
+                one = here_one if key == "here" else a100_one
+                top.plot(grid, (fixed + per * grid) * 1e3 / one, "--", color=color, lw=0.8,
+                         alpha=0.7)
+            if knees and key in knees:
+                top.axvline(knees[key], color=color, lw=1.0, ls=":")
+                top.text(knees[key], 0.97, tr("expected knee: {tokens:.0f}", tokens=knees[key]),
+                         transform=top.get_xaxis_transform(), fontsize=7, va="top",
+                         color=color, rotation=90)
+        top.set_title(tr("One prompt per step (dashed: fixed + per-token fit)"), fontsize=9)
+    axes[-1].set_title(tr("Decode-only steps"), fontsize=9)
+    handles, names = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=ncols, fontsize=8, frameon=False)
+    fig.suptitle(tr("Step time against its work, each machine over its own 1-decode step\n"
+                    "[here: {clock}]", clock=here_label), fontsize=9)
+    return fig
+
+
+def plot_chunking_overhead_beside_a100(
+    ratios: Mapping[int, Any],
+    prompt_len: int,
+    timing_label: str,
+    a100_chunked: Sequence[Any],
+) -> Figure:
+    """Left: this machine's chunked / unchunked prefill time per chunk size
+    (``plot_chunking_overhead``). Right: the same ratio the Sarathi-Serve authors measured on
+    two A100s (``chunkprefill.data.sarathi_serve_chunked_prefills()``, figure 9: Yi-34B, one
+    prompt of 2K-16K tokens alone, chunks of 512-2048), one marker per prompt length."""
+    fig = Figure(figsize=(10.6, 3.6), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    plot_chunking_overhead(ratios, prompt_len, timing_label, ax=left)
+    chunks = sorted({m.chunk_size for m in a100_chunked if m.chunk_size < m.prompt_len})
+    for i, prompt in enumerate(sorted({m.prompt_len for m in a100_chunked})):
+        rel = {m.chunk_size: m.relative for m in a100_chunked
+               if m.prompt_len == prompt and m.chunk_size < m.prompt_len}  # else one piece
+        xs = [j + 0.12 * (i - 1.5) for j, c in enumerate(chunks) if c in rel]
+        right.plot(xs, [rel[c] for c in chunks if c in rel], "os^D"[i % 4], color=f"C{i}", ms=6,
+                   ls="none", label=tr("prompt of {tokens} tokens", tokens=prompt))
+    right.axhline(1.0, color="k", lw=0.8)
+    right.set_xticks(range(len(chunks)), [str(c) for c in chunks])
+    right.set_xlabel(tr("chunk size (tokens)"))
+    right.set_ylabel(tr("chunked / unchunked time"))
+    right.set_ylim(0, max(left.get_ylim()[1], 1.4))
+    right.set_title(tr("2 x A100, Yi-34B: measured by the Sarathi-Serve authors (figure 9)"),
+                    fontsize=9)
+    right.legend(loc="lower left", fontsize=7, ncol=2)
     return fig
