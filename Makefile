@@ -85,7 +85,7 @@ lab-zh-TW: $(STAMP) fonts
 
 test: $(STAMP) browser fonts i18n-tools wheel site
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest tests -m "not notebook_shape"  # TEMPORARY while issue 18 reshapes the notebooks
+	$(PY) -m pytest tests
 	nb=$$(mktemp -d) && cp -r notebooks/. $$nb/ && cd $$nb && \
 	  $(abspath $(WPY)) -c "import chunkprefill, sys; assert '$(CURDIR)' not in chunkprefill.__file__, chunkprefill.__file__" && \
 	  CHUNKPREFILL_I18N_STRICT=1 $(abspath $(WPY)) $(NBVAL) .
