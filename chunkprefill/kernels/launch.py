@@ -151,9 +151,10 @@ def attention_launch_config(num_q_heads: int, num_kv_heads: int, head_dim: int,
     """The launch configuration of unified attention for these shapes on ``target`` (None:
     the CPU interpreter, where tile sizes cost nothing but interpreter time).
 
-    ``tl.dot`` wants every tile dimension >= 16, so ``BLOCK_M = BLOCK_Q * GROUP_PADDED >= 16``
-    and ``HEAD_DIM_PADDED >= 16``. Decode-only batches need few query rows; prefill tiles take
-    more rows, to reuse each K/V tile they load."""
+    ``tl.dot`` needs its reduction dimension >= 16 (``HEAD_DIM_PADDED`` for Q K^T,
+    ``BLOCK_N`` for P V); ``BLOCK_M = BLOCK_Q * GROUP_PADDED`` is kept >= 16 too, the row count
+    of one MMA tile, so no tensor-core row is wasted. Decode-only batches need few query rows;
+    prefill tiles take more rows, to reuse each K/V tile they load."""
     group = num_q_heads // num_kv_heads
     group_padded = _next_pow2(group)
     head_dim_padded = max(16, _next_pow2(head_dim))

@@ -67,14 +67,14 @@ def plot_token_times(
     ax.set_ylim(len(ids) - 0.4, -0.6)
     if len(ids) <= 40:
         ax.set_yticks(range(len(ids)), ids, fontsize=7)
-    ax.set_xlabel("time (s, engine clock)")
-    ax.set_ylabel("request")
-    ax.set_title(title or "Token arrival times: a tick per token, gaps are ITL")
-    handles = [Patch(color=SHORT_COLOR, label="short request"),
+    ax.set_xlabel(tr("time (s, engine clock)"))
+    ax.set_ylabel(tr("request"))
+    ax.set_title(title or tr("Token arrival times: a tick per token, gaps are ITL"))
+    handles = [Patch(color=SHORT_COLOR, label=tr("short request")),
                Line2D([], [], marker="o", ls="-", lw=0.8, color="0.4", mfc="white",
-                      label="arrival ... 1st token")]
+                      label=tr("arrival ... 1st token"))]
     if hi:
-        handles.insert(1, Patch(color=LONG_COLOR, label="long prompt"))
+        handles.insert(1, Patch(color=LONG_COLOR, label=tr("long prompt")))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               frameon=False)
     return fig
@@ -106,21 +106,22 @@ def plot_step_tokens(
     dec, pre = np.maximum(dec - dec_h, 0), np.maximum(pre - (mine - dec_h), 0)
     bottom = np.zeros(len(step_log))
     if highlight:  # short requests in blue shades, the highlighted prompts in orange shades
-        layers = [(dec, SHORT_COLOR, "decode tokens"), (pre, SHORT_PREFILL_COLOR, "other prefill")]
+        layers = [(dec, SHORT_COLOR, tr("decode tokens")),
+                  (pre, SHORT_PREFILL_COLOR, tr("other prefill"))]
         layers += [(v, LONG_SHADES[i % len(LONG_SHADES)], rid)
                    for i, (rid, v) in enumerate(own.items())]
     else:
-        layers = [(dec, COLORS["decode"], LABELS["decode"]),
-                  (pre, COLORS["prefill"], LABELS["prefill"])]
+        layers = [(dec, COLORS["decode"], tr(LABELS["decode"])),
+                  (pre, COLORS["prefill"], tr(LABELS["prefill"]))]
     for heights, color, label in layers:
-        if not heights.any() and label != LABELS["decode"]:
+        if not heights.any() and label != tr(LABELS["decode"]):
             continue
         ax.bar(starts, heights, width=widths, bottom=bottom, align="edge", color=color,
                edgecolor="white", linewidth=0.3, label=label)
         bottom = bottom + heights
-    ax.set_xlabel("time (s, engine clock)")
-    ax.set_ylabel("tokens in the step")
-    ax.set_title(title or "Steps on the clock: width = step time, height = tokens")
+    ax.set_xlabel(tr("time (s, engine clock)"))
+    ax.set_ylabel(tr("tokens in the step"))
+    ax.set_title(title or tr("Steps on the clock: width = step time, height = tokens"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
@@ -146,7 +147,7 @@ def plot_latency_cdf(
         marks = {q: float(np.percentile(x, q)) for q in percentiles}
         text = ", ".join(f"P{q} {v:.0f}" for q, v in marks.items())
         ax.step(np.r_[x[0], x], np.r_[0.0, y], where="post", color=color, lw=1.6,
-                label=f"{label}: {text} ms")
+                label=tr("{label}: {text} ms", label=label, text=text))
         for q, v in marks.items():
             # each later curve's marker smaller and on top: equal percentiles stay visible
             ax.plot([v], [q / 100], marker=PERCENTILE_STYLE.get(q, ("s", ""))[0],
@@ -160,9 +161,10 @@ def plot_latency_cdf(
         ax.set_xscale("log")
         _plain_log_ticks(ax.xaxis)
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel(f"{metric} (ms{', log scale' if log_x else ''})")
-    ax.set_ylabel("fraction of samples <= x")
-    ax.set_title(f"{metric}: cumulative distribution")
+    ax.set_xlabel(tr("{metric} (ms, log scale)", metric=metric) if log_x
+                  else tr("{metric} (ms)", metric=metric))
+    ax.set_ylabel(tr("fraction of samples <= x"))
+    ax.set_title(tr("{metric}: cumulative distribution", metric=metric))
     ax.legend(loc="lower right", fontsize=7, frameon=True, framealpha=0.85)
     return fig
 
@@ -201,9 +203,9 @@ def plot_budget_sweep(
     fig, ax = figure_and_axes(ax, (6.2, 3.8))
     chunked = sorted((p for p in points if p.budget is not None), key=lambda p: p.budget)
     off = [p for p in points if p.budget is None]
-    series = [("p99_itl", "P99 ITL (all gaps)", "tab:blue", "-", "^"),
-              ("long_ttft", "long prompts' TTFT (median)", "tab:red", "-", "s"),
-              ("ttft_p50", "median TTFT (all requests)", "tab:orange", "--", "o")]
+    series = [("p99_itl", tr("P99 ITL (all gaps)"), "tab:blue", "-", "^"),
+              ("long_ttft", tr("long prompts' TTFT (median)"), "tab:red", "-", "s"),
+              ("ttft_p50", tr("median TTFT (all requests)"), "tab:orange", "--", "o")]
     series = [x for x in series if all(np.isfinite(getattr(p, x[0])) for p in points)]
     xs = [p.budget for p in chunked]
     # each series nudged a tenth of an octave sideways: equal values cannot hide a marker
@@ -227,11 +229,11 @@ def plot_budget_sweep(
             ax.plot([x_off * dx], [getattr(off[0], attr) * 1e3], marker=marker, color=color,
                     mfc="white", ms=7, mew=1.5, ls="none")
         ax.axvline((xs[-1] * 1.55) if xs else 0.5, color="0.6", lw=0.8, ls=":")
-        ax.set_xticks([*xs, x_off], [*names, "no\nchunking"])
+        ax.set_xticks([*xs, x_off], [*names, tr("no\nchunking")])
     if current is not None:
         ax.axvline(current, color="k", lw=1.2, alpha=0.35, zorder=0)
-    ax.set_xlabel("token budget per step (max_num_batched_tokens)")
-    ax.set_ylabel("ms (log scale)")
+    ax.set_xlabel(tr("token budget per step (max_num_batched_tokens)"))
+    ax.set_ylabel(tr("ms (log scale)"))
     ax.set_title(title or tr("Budget sweep: one run per budget"))
     # below the axes: inside, every corner of a sweep holds some curve's points
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, fontsize=7,
@@ -255,18 +257,18 @@ def plot_tradeoff(points: Sequence[_TradeoffPoint], timing_label: str,
     left, right = fig.subplots(1, 2, sharex=True)
     pts = sorted(points, key=lambda p: p.budget)
     xs = [p.budget for p in pts]
-    for ax, attr, color, name in ((left, "long_ttft_ci", "tab:red", "long prompt's TTFT"),
-                                  (right, "p99_itl_ci", "tab:blue", "decodes' P99 ITL")):
+    for ax, attr, color, name in ((left, "long_ttft_ci", "tab:red", tr("long prompt's TTFT")),
+                                  (right, "p99_itl_ci", "tab:blue", tr("decodes' P99 ITL"))):
         mid, err = _mid_and_err([getattr(p, attr) for p in pts], 1e3)
         ax.errorbar(xs, mid, yerr=err, fmt="o-", color=color, ms=4, capsize=3, lw=1.2)
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [f"{p.budget}\n({p.num_chunks})" for p in pts], fontsize=7)
         ax.minorticks_off()
         ax.set_ylim(0, max(mid + err[1]) * 1.1)
-        ax.set_ylabel(f"{name} (ms)")
-        ax.set_title(f"{name}: median, 95% interval", fontsize=9)
-        ax.set_xlabel("token budget (chunks the prompt took)")
-    fig.suptitle(title or f"Only the budget changes [{timing_label}]", fontsize=10)
+        ax.set_ylabel(tr("{name} (ms)", name=name))
+        ax.set_title(tr("{name}: median, 95% interval", name=name), fontsize=9)
+        ax.set_xlabel(tr("token budget (chunks the prompt took)"))
+    fig.suptitle(title or tr("Only the budget changes [{clock}]", clock=timing_label), fontsize=10)
     return fig
 
 
@@ -297,20 +299,22 @@ def plot_step_time_vs_tokens(
     knee = fixed / slope
     fig, ax = figure_and_axes(ax, (6.4, 3.8))
     ax.errorbar(n, t, yerr=err, fmt="o", color="k", ms=4, capsize=2,
-                label="measured (median, 95% interval)", zorder=3)
+                label=tr("measured (median, 95% interval)"), zorder=3)
     grid = np.geomspace(max(1.0, n.min()), n.max(), 100)
     ax.plot(grid, (fixed + slope * grid) * 1e3, "-", color="tab:red", lw=1.2,
-            label=f"fit: {fixed * 1e3:.1f} ms + {slope * 1e6:.0f} us x tokens")
+            label=tr("fit: {fixed_ms:.1f} ms + {per_token_us:.0f} us x tokens",
+                     fixed_ms=fixed * 1e3, per_token_us=slope * 1e6))
     ax.axvline(knee, color="0.5", lw=0.8, ls=":")
-    ax.text(knee, 0.03, f" parts equal at {knee:.0f} tokens", transform=ax.get_xaxis_transform(),
+    ax.text(knee, 0.03, tr(" parts equal at {tokens:.0f} tokens", tokens=knee),
+            transform=ax.get_xaxis_transform(),
             fontsize=8, va="bottom", color="0.3")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     _plain_log_ticks(ax.yaxis)
-    ax.set_xlabel("tokens in the step (log scale)")
-    ax.set_ylabel("step time (ms, log)")
-    ax.set_title(f"Step time vs tokens\n[{timing_label}]", fontsize=9)
+    ax.set_xlabel(tr("tokens in the step (log scale)"))
+    ax.set_ylabel(tr("step time (ms, log)"))
+    ax.set_title(tr("Step time vs tokens\n[{clock}]", clock=timing_label), fontsize=9)
     ax.legend(loc="upper left", fontsize=8)
     return fig
 
