@@ -25,6 +25,7 @@ from typing import Any
 
 from chunkprefill.checks import check_float, check_int
 from chunkprefill.config import ModelConfig
+from chunkprefill.i18n import tr
 
 KiB = 1024
 GB = 1e9  # datasheets count memory and bandwidth in powers of ten
@@ -260,25 +261,30 @@ class WeightBoundSizing:
         c, p = self.config, self.peaks
         us = 1e6
         return "\n".join([
-            f"GPU: {p.name}: {p.peak_flops / TFLOPS:.0f} TFLOP/s dense 16-bit, "
-            f"{p.mem_bandwidth / GB:.0f} GB/s ({p.source})",
-            f"ridge point = {p.peak_flops / TFLOPS:.0f}e12 / {p.mem_bandwidth / GB:.0f}e9 = "
-            f"{p.ridge_point:.0f} FLOP per byte",
-            f"model: hidden {c.hidden_size}, {c.num_attention_heads} heads of "
-            f"{c.head_dim} ({c.num_key_value_heads} KV heads), MLP {c.intermediate_size}, "
-            f"{c.num_hidden_layers} layers, {self.bytes_per_param}-byte weights",
-            f"one layer: {self.layer_params / 1e6:.0f} M weights = "
-            f"{self.layer_params * self.bytes_per_param / 1e6:.0f} MB",
-            f"1-token step, per layer: read {self.read_s_per_layer * us:.0f} us "
-            f"(weights / bandwidth) vs compute {self.flop_s_per_layer * us:.1f} us "
-            f"(2 FLOP per weight / peak): memory bound",
-            f"host launch time per layer: {self.host_s_per_layer * us:.0f} us -> read / launch = "
-            f"{self.read_s_per_layer / self.host_s_per_layer:.1f} (asked for >= {self.margin:g})",
-            f"1-token step floor: {c.num_hidden_layers} layers + the LM head "
-            f"({c.vocab_size} x {c.hidden_size}) = {self.step_read_s * 1e3:.2f} ms; "
-            f"all weights {self.weight_bytes / 1e9:.1f} GB of {p.memory_bytes / 1e9:.0f} GB",
-            f"compute catches up with the weight reads at ~{self.knee_tokens:.0f} tokens per "
-            "step (ridge x bytes per weight / 2 FLOPs): the expected knee",
+            tr("GPU: {name}: {tflops:.0f} TFLOP/s dense 16-bit, {gbs:.0f} GB/s ({source})",
+               name=p.name, tflops=p.peak_flops / TFLOPS, gbs=p.mem_bandwidth / GB,
+               source=p.source),
+            tr("ridge point = {tflops:.0f}e12 / {gbs:.0f}e9 = {ridge:.0f} FLOP per byte",
+               tflops=p.peak_flops / TFLOPS, gbs=p.mem_bandwidth / GB, ridge=p.ridge_point),
+            tr("model: hidden {hidden}, {heads} heads of {head_dim} ({kv_heads} KV heads), MLP "
+               "{mlp}, {layers} layers, {bytes}-byte weights", hidden=c.hidden_size,
+               heads=c.num_attention_heads, head_dim=c.head_dim, kv_heads=c.num_key_value_heads,
+               mlp=c.intermediate_size, layers=c.num_hidden_layers, bytes=self.bytes_per_param),
+            tr("one layer: {m:.0f} M weights = {mb:.0f} MB", m=self.layer_params / 1e6,
+               mb=self.layer_params * self.bytes_per_param / 1e6),
+            tr("1-token step, per layer: read {read:.0f} us (weights / bandwidth) vs compute "
+               "{flop:.1f} us (2 FLOP per weight / peak): memory bound",
+               read=self.read_s_per_layer * us, flop=self.flop_s_per_layer * us),
+            tr("host launch time per layer: {host:.0f} us -> read / launch = {ratio:.1f} (asked "
+               "for >= {margin:g})", host=self.host_s_per_layer * us,
+               ratio=self.read_s_per_layer / self.host_s_per_layer, margin=self.margin),
+            tr("1-token step floor: {layers} layers + the LM head ({vocab} x {hidden}) = "
+               "{floor_ms:.2f} ms; all weights {gb:.1f} GB of {mem:.0f} GB",
+               layers=c.num_hidden_layers, vocab=c.vocab_size, hidden=c.hidden_size,
+               floor_ms=self.step_read_s * 1e3, gb=self.weight_bytes / 1e9,
+               mem=p.memory_bytes / 1e9),
+            tr("compute catches up with the weight reads at ~{knee:.0f} tokens per step (ridge x "
+               "bytes per weight / 2 FLOPs): the expected knee", knee=self.knee_tokens),
         ])
 
 

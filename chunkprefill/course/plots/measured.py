@@ -169,19 +169,6 @@ def plot_latency_cdf(
     return fig
 
 
-def plot_itl_ttft_cdfs(
-    itl: Mapping[str, Sequence[float]],
-    ttft: Mapping[str, Sequence[float]],
-    percentiles: Sequence[int] = (50, 99),
-) -> Figure:
-    """ITL (pooled gaps) and TTFT (one per request) CDFs side by side, same colours."""
-    fig = Figure(figsize=(11.0, 3.6), layout="constrained")
-    a, b = fig.subplots(1, 2)
-    plot_latency_cdf(itl, "ITL", ax=a, percentiles=percentiles)
-    plot_latency_cdf(ttft, "TTFT", ax=b, percentiles=percentiles)
-    return fig
-
-
 class _Point(Protocol):
     budget: int | None
     p99_itl: float
