@@ -242,3 +242,14 @@ def test_relink_points_relative_links_at_the_same_files_from_one_folder_deeper(r
         "See [a](01_demo.ipynb), [b](../07_other.ipynb#top), [c](../../chunkprefill/sub/mod.py),"
         " [d](../01_demo.ipynb), [e](https://example.org/x), [f](#here), [g](missing.md).\n"
         "```\n[code](07_other.ipynb)\n```")
+
+
+def test_build_only_names_edition_notebooks(repo):
+    from dev.i18n.notebook import build
+
+    with pytest.raises(ValueError, match="only must name edition notebooks"):
+        build(repo, run=False, only=["99"])
+    # a number or a file name selects the notebook; nothing is executed with run=False
+    for name in ("01", "01_demo.ipynb"):
+        assert [line.split(":")[0] for line in build(repo, run=False, only=[name])] == [
+            repo.rel(repo.edition / "01_demo.ipynb")]

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     build = sub.add_parser("build")
     build.add_argument("--force", action="store_true")
     build.add_argument("--no-run", action="store_true")
+    build.add_argument("only", nargs="*", help="notebooks to build (file names or numbers, 06)")
     sub.add_parser("check")
     args = parser.parse_args(argv)
     layout = Layout(ROOT, args.language)
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(update_all(layout)))
     elif args.command == "build":
         from .notebook import build as build_edition
-        print("\n".join(build_edition(layout, run=not args.no_run, force=args.force)))
+        print("\n".join(build_edition(layout, run=not args.no_run, force=args.force,
+                                       only=args.only)))
     elif args.command == "check":
         from .report import all_problems
         problems = all_problems(layout)

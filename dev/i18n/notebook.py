@@ -16,6 +16,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +207,23 @@ def execute(nb: Any, cwd: Path, timeout: int = 600) -> None:
                     os.environ[k] = v
 
 
-def build(layout: Layout, run: bool = True, force: bool = False) -> list[str]:
-    """``make zh-TW``: render every edition notebook; execute those whose outputs are stale."""
+def build(layout: Layout, run: bool = True, force: bool = False,
+          only: Sequence[str] = ()) -> list[str]:
+    """``make zh-TW``: render every edition notebook; execute those whose outputs are stale.
+    ``only`` (file names or their number prefixes, ``"06"``) limits it to those notebooks; the
+    edition stays whole, so links to the others keep pointing at their translations."""
     article = Article.load(layout)
     layout.edition.mkdir(parents=True, exist_ok=True)
+    notebooks = layout.edition_notebooks()
+    unknown = [o for o in only if not any(e.name == o or e.name.startswith(f"{o}_")
+                                          for e in notebooks)]
+    if unknown:
+        raise ValueError(f"only must name edition notebooks (a file name or its number), got "
+                         f"{unknown}; the edition has {[e.name for e in notebooks]}")
     report = []
-    for english in layout.edition_notebooks():
+    for english in notebooks:
+        if only and not any(english.name == o or english.name.startswith(f"{o}_") for o in only):
+            continue
         target = layout.edition / english.name
         english_left: list[str] = []
         fresh = render_notebook(layout, english, article, english_left)
