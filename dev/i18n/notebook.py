@@ -150,6 +150,9 @@ def render_notebook(layout: Layout, english: Path, article: Article,
             new.metadata.pop("execution", None)
         cells.append(new)
     nb.cells = cells
+    # The English run's widget state names the English run's widget ids: an edition notebook
+    # stores its own (written by its execution, or kept with its outputs).
+    nb.metadata.pop("widgets", None)
     runtime = layout.runtime_json.read_bytes() if layout.runtime_json.exists() else b""
     nb.metadata[META] = {
         "language": layout.language,
@@ -168,6 +171,8 @@ def stale_fields(fresh: Any, stored: Any) -> list[str]:
 
 
 def _keep_outputs(fresh: Any, stored: Any) -> None:
+    if "widgets" in stored.metadata:  # the state the kept outputs' widget ids refer to
+        fresh.metadata["widgets"] = stored.metadata["widgets"]
     old = {c.get("id"): c for c in stored.cells if c.cell_type == "code"}
     for cell in fresh.cells:
         if cell.cell_type == "code" and cell.get("id") in old:
