@@ -274,8 +274,9 @@ def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict,
     if not notebooks:
         raise SystemExit(f"edition {name}: no {nb_dir}/{NOTEBOOK_GLOB}")
     own_pages = {p.name for p in (ROOT / pages_dir).glob("*.md")}
-    staged = {Path(other["pages"]) / page: page for other in editions.values()
-              for page in own_pages}
+    other_pages = {Path(other["pages"]) / page for n, other in editions.items() if n != name
+                   for page in own_pages}
+    staged = {path: path.name for path in other_pages} | {pages_dir / p: p for p in own_pages}
     staged |= {nb_dir / p.name: f"notebooks/{p.name}" for p in notebooks}
     if (ROOT / ARCHITECTURE).exists():
         staged[ARCHITECTURE] = "architecture.md"
@@ -283,12 +284,13 @@ def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict,
     prefix = {n: "" if i == 0 else f"{n}/" for i, n in enumerate(editions)}
     elsewhere = {Path(other["notebooks"]) / p.name: f"{prefix[n]}notebooks/{p.stem}.html"
                  for n, other in editions.items() if n != name for p in edition_notebooks(other)}
-    links = Links(staged, ctx["repo_url"], ctx["commit"], elsewhere, ctx["root"])
     translated = {p.name for p in notebooks}
     missing = [p for p in edition_notebooks(editions[first]) if p.name not in translated]
+    # a link to a translation still to come: the first edition's page, until it exists
+    elsewhere |= {nb_dir / p.name: f"notebooks/{p.stem}.html" for p in missing}
+    links = Links(staged, ctx["repo_url"], ctx["commit"], elsewhere, ctx["root"])
     for repo_path, dest in list(staged.items()):
-        if dest.startswith("api/") or not (ROOT / repo_path).exists() \
-                or (dest.endswith(".md") and repo_path.parent != pages_dir):
+        if dest.startswith("api/") or repo_path in other_pages:
             continue
         out = src / dest
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -319,8 +321,7 @@ def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict,
         + f"\n```{{toctree}}\n:hidden:\n:caption: {words['package_caption']}\n\n"
         + "".join(f"{doc}\n" for doc, _ in pages) + "```\n")
     api_pages(src, words)
-    ctx["sources"] = {dest: str(p) for p, dest in staged.items()
-                      if not dest.endswith(".md") or p.parent == pages_dir}
+    ctx["sources"] = {dest: str(p) for p, dest in staged.items() if p not in other_pages}
     if missing:
         print(f"site: {name}: {len(missing)} notebook(s) of {first} not in {nb_dir}/ yet, "
               f"listed on its path and linked to {first}'s pages: "
@@ -358,6 +359,7 @@ def build(out: Path, work: Path, repo_url: str, editions_file: Path) -> None:
                for i, n in enumerate(names)]
     warnings = 0
     shutil.rmtree(out, ignore_errors=True)
+    runs = []  # the editions' sphinx-builds run side by side (each is one process)
     for i, name in enumerate(names):
         ed = editions[name]
         ctx = {"edition": name, "language": ed["sphinx_language"], "editions": all_eds,
@@ -369,21 +371,26 @@ def build(out: Path, work: Path, repo_url: str, editions_file: Path) -> None:
             print(f"site: {name}: link to {target} dropped (no such page on the site)")
         html = work / name / "html"
         shutil.rmtree(html, ignore_errors=True)
-        t_sphinx = time.perf_counter()
         # CHUNKPREFILL_LANG: the package's tr speaks the edition's language in Sphinx (the
         # live page's static texts), with no font needed (nothing is drawn)
         env = {**os.environ, "CHUNKPREFILL_SITE": json.dumps(ctx), "PYTHONHASHSEED": "0",
                "CHUNKPREFILL_LANG": name}
-        proc = subprocess.run(
+        log = open(work / name / "sphinx.log", "w+")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(
             [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", str(SITE),
              "-d", str(work / name / "doctrees"), str(src), str(html)],
-            env=env, capture_output=True, text=True)
-        sys.stderr.write(proc.stderr)
-        if proc.returncode:
-            sys.stderr.write(proc.stdout)
-            raise SystemExit(f"sphinx-build failed for edition {name} (rc {proc.returncode})")
-        warnings += proc.stderr.count("WARNING")
-        print(f"site: {name}: sphinx-build {time.perf_counter() - t_sphinx:.1f} s")
+            env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        runs.append((i, name, html, proc, log, time.perf_counter()))
+    for i, name, html, proc, log, started in runs:
+        rc = proc.wait()
+        log.seek(0)
+        text = log.read()
+        log.close()
+        sys.stderr.write(text)
+        if rc:
+            raise SystemExit(f"sphinx-build failed for edition {name} (rc {rc})")
+        warnings += text.count("WARNING")
+        print(f"site: {name}: sphinx-build {time.perf_counter() - started:.1f} s")
         shutil.copytree(html, out / all_eds[i]["prefix"], dirs_exist_ok=True)
     shutil.copytree(shared, out / "_shared")
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
