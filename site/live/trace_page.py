@@ -208,8 +208,8 @@ def render_json(budget: int, num_decodes: int, prompt_len: int, threshold: int,
 def start(language: str) -> str:
     """Speak ``language`` from now on (the page's edition: ``"en"``, ``"zh-TW"``); returns the
     status line: what runs here, and that nothing heavy was loaded."""
-    set_language(language)
     heavy = sorted(n for n in ("numpy", "torch", "matplotlib") if n in sys.modules)
+    set_language(language)  # (it tries matplotlib's fonts: absent in Pyodide, so nothing)
     fields = {"version": metadata.version("chunkprefill"), "python": sys.version.split()[0]}
     if heavy:
         return tr("chunkprefill {version} on Python {python} in Pyodide; modules loaded besides "
