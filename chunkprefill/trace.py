@@ -10,6 +10,7 @@ from typing import Any
 
 from chunkprefill.checks import check_int, check_priority
 from chunkprefill.config import CacheConfig, SchedulerConfig
+from chunkprefill.i18n import tr
 from chunkprefill.kv_cache import PrefixCacheStats
 from chunkprefill.request import Request
 from chunkprefill.scheduler import Scheduler, TokenSplit
@@ -222,3 +223,24 @@ def prompt_chunks(steps: Sequence[TraceStep | Any], request_id: str) -> list[int
             if (split := s.token_splits.get(request_id)) is not None and split.prefill]
 
 
+def prompt_summary(steps: Sequence[TraceStep], prompt_id: str = "P") -> str:
+    """One line on the long prompt ``prompt_id``: its chunks, and the step of its first
+    decode (notebook 02's panel and the site's live trace page print it; no matplotlib
+    here, so it runs in Pyodide too)."""
+    chunks = [(s.step, split.prefill) for s in steps
+              if (split := s.token_splits.get(prompt_id)) is not None and split.prefill]
+    first_decode = next((s.step for s in steps if (split := s.token_splits.get(prompt_id))
+                         is not None and split.decode), None)
+    fields = {"prompt_id": prompt_id, "n": len(chunks), "sizes": [n for _, n in chunks],
+              "first": chunks[0][0]}
+    if len(chunks) == 1 and first_decode is not None:
+        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in step {first}; its first "
+                  "decode is step {decode}.", **fields, decode=first_decode)
+    if len(chunks) == 1:
+        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in step {first}.", **fields)
+    if first_decode is not None:
+        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps {first}-{last}; its "
+                  "first decode is step {decode}.", **fields, last=chunks[-1][0],
+                  decode=first_decode)
+    return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps {first}-{last}.",
+              **fields, last=chunks[-1][0])

@@ -35,7 +35,7 @@ SITE = ROOT / "site"
 PACKAGE = "chunkprefill"
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 ARCHITECTURE = Path("docs/architecture.md")  # the lead's page; included when it exists
-STATED_TIME = re.compile(r"(\d+)(?:\s*(?:–|-|to)\s*(\d+))?\s*min(?:ute)?s?\b", re.I)
+STATED_TIME = re.compile(r"(\d+)(?:\s*(?:–|-|to|至)\s*(\d+))?\s*(?:min(?:ute)?s?\b|分鐘)", re.I)
 LINK = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
@@ -139,7 +139,7 @@ def public_names() -> list[str]:
     return []
 
 
-def api_pages(src: Path) -> None:
+def api_pages(src: Path, words: dict) -> None:
     mods = module_names()
     api = src / "api"
     api.mkdir()
@@ -150,18 +150,33 @@ def api_pages(src: Path) -> None:
     names = "\n".join(f"- {{py:obj}}`~.{n}`" for n in public_names())
     toc = "\n".join(f"{mod}" for mod in mods)
     (api / "index.md").write_text(
-        "# API reference\n\nFrom the package's docstrings, one page per module (found by "
-        f"walking `{PACKAGE}/` when the site was built).\n\n"
-        f"`import {PACKAGE}` gives these names (the scheduler side; no torch, numpy or "
-        f"matplotlib):\n\n{names}\n\n```{{toctree}}\n:maxdepth: 1\n\n{toc}\n```\n")
+        f"# {words['api_title']}\n\n{words['api_intro'].format(package=PACKAGE)}\n\n"
+        f"{words['api_names'].format(package=PACKAGE)}\n\n{names}\n\n"
+        f"```{{toctree}}\n:maxdepth: 1\n\n{toc}\n```\n")
 
 
-def notebook_time(nb: dict) -> str:
-    """How long the notebook takes, in its own words: the first "N min" / "N-M minutes" of
-    its opening cell (issue 18 asks every notebook to say it there); else nothing."""
+def notebook_time(nb: dict, not_stated: str = "not stated yet") -> str:
+    """How long the notebook takes, in its own words: the first "N min" / "N-M minutes" /
+    "N 分鐘" of its opening cell (issue 18 asks every notebook to say it there)."""
     md = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
     m = STATED_TIME.search(md[0]) if md else None
-    return m.group(0) if m else "not stated yet"
+    return m.group(0) if m else not_stated
+
+
+def notebook_title(nb: dict, default: str) -> str:
+    """The notebook's first level-1 heading."""
+    return next((ln.lstrip("# ").strip() for c in nb["cells"] if c["cell_type"] == "markdown"
+                 for ln in "".join(c["source"]).splitlines() if ln.startswith("# ")), default)
+
+
+def translated_title(catalog: Path, english: str) -> str | None:
+    """The catalog's translation of a notebook's heading (a translated, non-fuzzy entry)."""
+    if not catalog.exists():
+        return None
+    import polib
+
+    entry = polib.pofile(str(catalog)).find(english)
+    return entry.msgstr if entry and entry.msgstr and "fuzzy" not in entry.flags else None
 
 
 def run_seconds(nb: dict) -> float:
@@ -173,23 +188,41 @@ def run_seconds(nb: dict) -> float:
     return (max(times) - min(times)).total_seconds() if times else float("nan")
 
 
-def course_path(notebooks: list[Path]) -> str:
-    rows = ["| notebook | time it takes | its cells ran in |", "|---|---|---|"]
-    for path in notebooks:
+def course_path(notebooks: list[Path], words: dict, missing: list[Path] = (),
+                catalogs: Path | None = None, root: str = "") -> str:
+    """The path's table: each of the edition's notebooks, its title, stated time and stored
+    run time. ``missing``: the first edition's notebooks this edition has no translation of
+    yet, each listed at its place with the catalog's translation of its heading (else the
+    English one), linked to the first edition's page (``root``) and marked untranslated."""
+    rows = ["| " + " | ".join(words["path_header"]) + " |", "|---|---|---|"]
+    for path in sorted([*notebooks, *missing], key=lambda p: p.name):
         nb = json.loads(path.read_text())
-        title = next((ln.lstrip("# ").strip() for c in nb["cells"] if c["cell_type"] == "markdown"
-                      for ln in "".join(c["source"]).splitlines() if ln.startswith("# ")),
-                     path.stem)
-        rows.append(f"| [{title}](notebooks/{path.name}) | {notebook_time(nb)} | "
-                    f"{run_seconds(nb):.0f} s |")
+        title = notebook_title(nb, path.stem)
+        ran = words["seconds"].format(s=f"{run_seconds(nb):.0f}")
+        if path in missing:
+            m = STATED_TIME.search(notebook_time(nb, ""))
+            time_ = (words["minutes"].format(n="–".join(g for g in m.groups() if g))
+                     if m else words["not_stated"])
+            title = (translated_title(catalogs / f"{path.stem}.po", title) if catalogs
+                     else None) or title
+            href = f"{root}notebooks/{path.stem}.html"
+            rows.append(f'| <a href="{href}">{title}</a>{words["untranslated"]} | {time_} | '
+                        f"{ran} |")
+        else:
+            rows.append(f"| [{title}](notebooks/{path.name}) | "
+                        f"{notebook_time(nb, words['not_stated'])} | {ran} |")
     return "\n".join(rows) + "\n"
 
 
 class Links:
-    """Where each repository file lands in the staged tree, to rewrite relative links."""
+    """Where each repository file lands in the staged tree, to rewrite relative links.
+    ``elsewhere``: files another edition holds (its notebooks), as paths from the site's
+    root, reached through ``root`` (this edition's way up to the site's root)."""
 
-    def __init__(self, staged: dict[Path, str], repo_url: str, commit: str) -> None:
+    def __init__(self, staged: dict[Path, str], repo_url: str, commit: str,
+                 elsewhere: dict[Path, str] | None = None, root: str = "") -> None:
         self.staged = staged  # repo path (relative to ROOT) -> staged path
+        self.elsewhere, self.root = elsewhere or {}, root
         for mod in module_names():
             parts = mod.split(".")
             init = Path(*parts, "__init__.py")
@@ -211,6 +244,10 @@ class Links:
             if repo_path in self.staged:
                 rel = os.path.relpath(self.staged[repo_path], staged_dir or ".")
                 return f"[{label}]({rel}{'#' + anchor if anchor else ''})"
+            if repo_path in self.elsewhere:  # a page of another edition: raw HTML, as
+                up = "../" * len(Path(staged_dir).parts) + self.root  # Sphinx cannot see it
+                href = self.elsewhere[repo_path] + (f"#{anchor}" if anchor else "")
+                return f'<a href="{up}{href}">{label}</a>'
             if self.repo_url and (ROOT / repo_path).exists():
                 return f"[{label}]({self.repo_url}/blob/{self.commit}/{repo_path.as_posix()})"
             self.dropped.append(target)
@@ -218,21 +255,42 @@ class Links:
         return LINK.sub(one, text)
 
 
-def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict) -> list[str]:
-    """Lay out one edition's Sphinx sources in ``src``; returns the links it dropped."""
+def edition_notebooks(ed: dict) -> list[Path]:
+    return sorted((ROOT / ed["notebooks"]).glob(NOTEBOOK_GLOB))
+
+
+def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict,
+          editions: dict[str, dict]) -> list[str]:
+    """Lay out one edition's Sphinx sources in ``src``; returns the links it dropped.
+
+    A link to a page of another edition (``site/en/live_trace.md``) goes to this edition's
+    page of that name; a link to another edition's notebook goes to that edition's page of
+    it (a translation links its original so). The first edition's notebooks that this one
+    has not translated yet are listed on its path, linked to the first edition's pages."""
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     pages_dir, nb_dir = Path(ed["pages"]), Path(ed["notebooks"])
-    notebooks = sorted((ROOT / nb_dir).glob(NOTEBOOK_GLOB))
+    notebooks = edition_notebooks(ed)
     if not notebooks:
         raise SystemExit(f"edition {name}: no {nb_dir}/{NOTEBOOK_GLOB}")
-    staged = {pages_dir / p.name: p.name for p in (ROOT / pages_dir).glob("*.md")}
+    own_pages = {p.name for p in (ROOT / pages_dir).glob("*.md")}
+    other_pages = {Path(other["pages"]) / page for n, other in editions.items() if n != name
+                   for page in own_pages}
+    staged = {path: path.name for path in other_pages} | {pages_dir / p: p for p in own_pages}
     staged |= {nb_dir / p.name: f"notebooks/{p.name}" for p in notebooks}
     if (ROOT / ARCHITECTURE).exists():
         staged[ARCHITECTURE] = "architecture.md"
-    links = Links(staged, ctx["repo_url"], ctx["commit"])
+    first = next(iter(editions))
+    prefix = {n: "" if i == 0 else f"{n}/" for i, n in enumerate(editions)}
+    elsewhere = {Path(other["notebooks"]) / p.name: f"{prefix[n]}notebooks/{p.stem}.html"
+                 for n, other in editions.items() if n != name for p in edition_notebooks(other)}
+    translated = {p.name for p in notebooks}
+    missing = [p for p in edition_notebooks(editions[first]) if p.name not in translated]
+    # a link to a translation still to come: the first edition's page, until it exists
+    elsewhere |= {nb_dir / p.name: f"notebooks/{p.stem}.html" for p in missing}
+    links = Links(staged, ctx["repo_url"], ctx["commit"], elsewhere, ctx["root"])
     for repo_path, dest in list(staged.items()):
-        if dest.startswith("api/"):
+        if dest.startswith("api/") or repo_path in other_pages:
             continue
         out = src / dest
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -251,16 +309,36 @@ def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict) -> list[str
         if asset.is_file() and asset.suffix != ".md":
             shutil.copy2(asset, src / asset.name)
     (src / "_generated").mkdir()
-    (src / "_generated" / "course_path.md").write_text(course_path(notebooks))
-    pages = [("architecture", "The architecture of the package")] if ARCHITECTURE in staged else []
-    pages.append(("api/index", "The API reference, from the package's docstrings"))
+    words = ctx["words"]
+    catalogs = ROOT / "i18n" / name / "notebooks"
+    (src / "_generated" / "course_path.md").write_text(
+        course_path(notebooks, words, missing, catalogs if catalogs.is_dir() else None,
+                    ctx["root"]))
+    pages = [("architecture", words["architecture"])] if ARCHITECTURE in staged else []
+    pages.append(("api/index", words["api"]))
     (src / "_generated" / "package.md").write_text(
         "".join(f"- [{title}]({doc}.md)\n" for doc, title in pages)
-        + "\n```{toctree}\n:hidden:\n:caption: The package\n\n"
+        + f"\n```{{toctree}}\n:hidden:\n:caption: {words['package_caption']}\n\n"
         + "".join(f"{doc}\n" for doc, _ in pages) + "```\n")
-    api_pages(src)
-    ctx["sources"] = {dest: str(p) for p, dest in staged.items()}
+    api_pages(src, words)
+    ctx["sources"] = {dest: str(p) for p, dest in staged.items() if p not in other_pages}
+    if missing:
+        print(f"site: {name}: {len(missing)} notebook(s) of {first} not in {nb_dir}/ yet, "
+              f"listed on its path and linked to {first}'s pages: "
+              + ", ".join(p.name for p in missing))
     return links.dropped
+
+
+def edition_words(editions: dict[str, dict]) -> dict[str, dict]:
+    """Each edition's words for what the build writes (``[<edition>.words]``): the first
+    edition names them all, and every other edition must translate every one."""
+    names = list(editions)
+    keys = set(editions[names[0]].get("words", {}))
+    for name in names:
+        lacking = sorted(keys - set(editions[name].get("words", {})))
+        if lacking:
+            raise SystemExit(f"site/editions.toml: [{name}.words] lacks {', '.join(lacking)}")
+    return {name: editions[name]["words"] for name in names}
 
 
 def build(out: Path, work: Path, repo_url: str, editions_file: Path) -> None:
@@ -273,33 +351,46 @@ def build(out: Path, work: Path, repo_url: str, editions_file: Path) -> None:
     shared = shared_files(work, vendored, commit)
     t_vendor = time.perf_counter() - t0
     names = list(editions)
-    all_eds = [{"name": n, "label": editions[n]["label"], "prefix": "" if i == 0 else f"{n}/"}
+    words = edition_words(editions)
+    first = {p.name for p in edition_notebooks(editions[names[0]])}
+    all_eds = [{"name": n, "label": editions[n]["label"], "prefix": "" if i == 0 else f"{n}/",
+                "missing": sorted(f"notebooks/{Path(nb).stem}" for nb in first - {
+                    p.name for p in edition_notebooks(editions[n])})}
                for i, n in enumerate(names)]
     warnings = 0
     shutil.rmtree(out, ignore_errors=True)
+    runs = []  # the editions' sphinx-builds run side by side (each is one process)
     for i, name in enumerate(names):
         ed = editions[name]
         ctx = {"edition": name, "language": ed["sphinx_language"], "editions": all_eds,
                "root": "" if i == 0 else "../", "commit": commit, "repo_url": repo_url,
-               "vendor": str(vendored)}
+               "vendor": str(vendored), "words": words[name]}
         src = work / name / "src"
-        dropped = stage(name, ed, src, vendored, ctx)
+        dropped = stage(name, ed, src, vendored, ctx, editions)
         for target in dropped:
             print(f"site: {name}: link to {target} dropped (no such page on the site)")
         html = work / name / "html"
         shutil.rmtree(html, ignore_errors=True)
-        t_sphinx = time.perf_counter()
-        env = {**os.environ, "CHUNKPREFILL_SITE": json.dumps(ctx), "PYTHONHASHSEED": "0"}
-        proc = subprocess.run(
+        # CHUNKPREFILL_LANG: the package's tr speaks the edition's language in Sphinx (the
+        # live page's static texts), with no font needed (nothing is drawn)
+        env = {**os.environ, "CHUNKPREFILL_SITE": json.dumps(ctx), "PYTHONHASHSEED": "0",
+               "CHUNKPREFILL_LANG": name}
+        log = open(work / name / "sphinx.log", "w+")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(
             [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", str(SITE),
              "-d", str(work / name / "doctrees"), str(src), str(html)],
-            env=env, capture_output=True, text=True)
-        sys.stderr.write(proc.stderr)
-        if proc.returncode:
-            sys.stderr.write(proc.stdout)
-            raise SystemExit(f"sphinx-build failed for edition {name} (rc {proc.returncode})")
-        warnings += proc.stderr.count("WARNING")
-        print(f"site: {name}: sphinx-build {time.perf_counter() - t_sphinx:.1f} s")
+            env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        runs.append((i, name, html, proc, log, time.perf_counter()))
+    for i, name, html, proc, log, started in runs:
+        rc = proc.wait()
+        log.seek(0)
+        text = log.read()
+        log.close()
+        sys.stderr.write(text)
+        if rc:
+            raise SystemExit(f"sphinx-build failed for edition {name} (rc {rc})")
+        warnings += text.count("WARNING")
+        print(f"site: {name}: sphinx-build {time.perf_counter() - started:.1f} s")
         shutil.copytree(html, out / all_eds[i]["prefix"], dirs_exist_ok=True)
     shutil.copytree(shared, out / "_shared")
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

@@ -14,13 +14,13 @@ if "CHUNKPREFILL_SITE" not in os.environ:
     raise SystemExit("build the site with `make site` (site/build.py), not sphinx-build alone")
 EDITION = json.loads(os.environ["CHUNKPREFILL_SITE"])
 VENDOR = Path(EDITION["vendor"])
-sys.path.insert(0, str(SITE / "ext"))
+sys.path[:0] = [str(SITE / "ext"), str(SITE / "live")]  # the extension, the live page
 
 project = "chunkprefill"
 author = "the chunkprefill authors"
 copyright = "the chunkprefill authors, Apache-2.0"  # noqa: A001 - Sphinx's name
 language = EDITION["language"]
-html_title = "chunkprefill: chunked prefill, seen and measured"
+html_title = EDITION["words"]["title"]
 
 extensions = [
     "myst_nb",

@@ -66,3 +66,26 @@ def test_a_notebooks_time_is_its_own_words_or_nothing():
     assert build.notebook_time(_nb("What you will do. About 45 minutes.")) == "45 minutes"
     assert build.notebook_time(_nb("Takes 30–45 min on a laptop")) == "30–45 min"
     assert build.notebook_time(_nb("n = `min(owed, budget)`, step 4. min")) == "not stated yet"
+    assert build.notebook_time(_nb("- **所需時間**：大約 45 分鐘，含練習。")) == "45 分鐘"
+
+
+def test_a_link_to_another_editions_notebook_goes_to_that_editions_page():
+    """A translation's link to its English original (or to a notebook not translated yet)
+    leaves this edition's tree: raw HTML, up to the site's root, to the other page."""
+    links = build.Links({}, repo_url="", commit="abc",
+                        elsewhere={Path("notebooks/00_x.ipynb"): "notebooks/00_x.html"},
+                        root="../")
+    out = links.rewrite("[English](../00_x.ipynb#top)", Path("notebooks/zh-TW"), "notebooks")
+    assert out == '<a href="../../notebooks/00_x.html#top">English</a>'
+    assert links.dropped == []
+
+
+def test_every_edition_has_every_word_the_first_one_has():
+    import pytest
+
+    eds = {"en": {"words": {"a": "x", "b": "y"}}, "zh-TW": {"words": {"a": "甲"}}}
+    with pytest.raises(SystemExit, match=r"\[zh-TW.words\] lacks b"):
+        build.edition_words(eds)
+    import tomllib
+
+    build.edition_words(tomllib.loads((ROOT / "site" / "editions.toml").read_text()))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import itertools
+import json
+import os
 import pkgutil
 import re
 import subprocess
@@ -124,3 +126,47 @@ def test_page_imports_only_the_scheduler_side():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_page_speaks_its_editions_language():
+    """``start("zh-TW")`` (what the zh-TW tree's script calls): every word the page draws comes
+    from the package's zh-TW catalog, the numbers are the same, and the scheduler's refusal
+    stays vLLM's English. Run in a fresh interpreter: set_language is process-wide."""
+    code = (f"import sys, json; sys.path.insert(0, {str(PAGE.parent)!r}); import trace_page; "
+            "status = trace_page.start('zh-TW'); "
+            "print(json.dumps([status, trace_page.render(16, 6, 40, 0, True), "
+            "trace_page.render(16, 6, 40, 0, False)]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "CHUNKPREFILL_LANG": "en"})
+    status, shown, refused = json.loads(out.stdout)
+    zh = json.loads((ROOT / "chunkprefill" / "locale" / "zh-TW.json").read_text())
+    english = page.render(16, 6, 40, 0, True)
+    assert shown["chunks"] == [list(c) for c in english["chunks"]]  # same schedule
+    assert shown["table"] == english["table"]  # a CLI table: English in every edition
+    assert shown["summary"] == zh["{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps "
+                                  "{first}-{last}; its first decode is step {decode}."].format(
+        prompt_id="P", n=4, sizes=[10, 10, 10, 10], first=2, last=5, decode=6)
+    for message in page.LABELS.values():
+        if f">{message}<" in english["legend"]:
+            assert f">{zh[message]}<" in shown["legend"] and message not in shown["legend"]
+    assert zh[page.SVG_TITLE].format(budget=16) in shown["svg"]
+    assert zh[page.SVG_AXIS] in shown["svg"] and page.SVG_AXIS not in shown["svg"]
+    template = zh["chunkprefill {version} on Python {python} in Pyodide; modules loaded "
+                  "besides the standard library: none"]
+    assert re.fullmatch(re.escape(template).replace(r"\{version\}", r"\S+").replace(
+        r"\{python\}", r"\S+"), status), status
+    assert refused["error"] == page.render(16, 6, 40, 0, False)["error"]  # vLLM's English
+    assert refused["refused"] == zh["The scheduler refuses this configuration:"]
+    assert refused["note"] == zh[page.CHUNKING_OFF_NOTE]
+
+
+def test_every_word_the_page_shows_is_in_the_catalog():
+    """The page's static texts and labels are catalog entries (make i18n extracts
+    site/live/*.py), translated in every shipped language."""
+    from chunkprefill.i18n import available_languages
+
+    messages = [*page.LABELS.values(), *page.CONTROL_LABELS.values(), *page.PAGE_TEXTS.values(),
+                page.CHUNKING_OFF_NOTE, page.SVG_TITLE, page.SVG_LABEL, page.SVG_AXIS]
+    for language in set(available_languages()) - {"en"}:
+        catalog = json.loads((ROOT / "chunkprefill" / "locale" / f"{language}.json").read_text())
+        assert [m for m in messages if m not in catalog] == [], language

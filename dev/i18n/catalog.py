@@ -69,6 +69,11 @@ class Layout:
         return self.root / "chunkprefill"
 
     @property
+    def site_live(self) -> Path:
+        """The course site's live trace page's Python (it prints through the package's tr)."""
+        return self.root / "site" / "live"
+
+    @property
     def quotes(self) -> Path:
         return self.root / "i18n" / "article.txt"
 
@@ -207,9 +212,10 @@ def _code_cells(path: Path) -> list[tuple[str, str]]:
 
 
 def runtime_template(layout: Layout) -> list[polib.POEntry]:
-    """Every runtime message: the package's modules, then each edition notebook's code cells."""
+    """Every runtime message: the package's modules, the site's live page (site/live/*.py, which
+    runs the package in the reader's browser), then each edition notebook's code cells."""
     found: list[tuple[Call, tuple[str, str]]] = []
-    for path in sorted(layout.package.rglob("*.py")):
+    for path in [*sorted(layout.package.rglob("*.py")), *sorted(layout.site_live.glob("*.py"))]:
         if path.name == "i18n.py" and path.parent == layout.package:
             continue
         where = layout.rel(path)

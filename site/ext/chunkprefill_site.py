@@ -12,19 +12,35 @@ from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 
 
+def page_language(edition: str) -> str:
+    """The language the live page speaks: the edition's, when the package has its catalog
+    (``chunkprefill/locale/<edition>.json``), else English. site/build.py runs sphinx-build
+    with ``CHUNKPREFILL_LANG`` set to it, so ``tr`` here speaks it without touching
+    matplotlib's fonts (``chunkprefill.i18n`` reads the variable at import)."""
+    from chunkprefill.i18n import available_languages, get_language
+
+    language = edition if edition in available_languages() else "en"
+    if get_language() != language:
+        raise RuntimeError(f"edition {edition}: chunkprefill.i18n speaks {get_language()!r}, "
+                           f"not {language!r}: build the site with site/build.py")
+    return language
+
+
 def sliders() -> list[tuple[str, str, int, int, int]]:
     """The live trace's sliders: notebook 02's panel's, read from the package when the site
     is built (its ranges and its defaults, the article's trace: budget 16, six decodes, a
-    40-token prompt, no threshold)."""
+    40-token prompt, no threshold), named in the current language (the page's labels)."""
+    import trace_page
+
     from chunkprefill.course.panels import trace as panel
+    from chunkprefill.i18n import tr
 
     default = {k: p.default for k, p in inspect.signature(panel.trace_panel).parameters.items()}
-    return [("budget", "token budget (max_num_batched_tokens)", *panel.BUDGET_RANGE,
-             default["budget"]),
-            ("decodes", "decoding requests", *panel.DECODES_RANGE, default["num_decodes"]),
-            ("prompt", "prompt length of P", *panel.PROMPT_RANGE, default["prompt_len"]),
-            ("threshold", "long_prefill_token_threshold (0 = off)", *panel.THRESHOLD_RANGE,
-             default["threshold"])]
+    ranges = {"budget": (*panel.BUDGET_RANGE, default["budget"]),
+              "decodes": (*panel.DECODES_RANGE, default["num_decodes"]),
+              "prompt": (*panel.PROMPT_RANGE, default["prompt_len"]),
+              "threshold": (*panel.THRESHOLD_RANGE, default["threshold"])}
+    return [(key, tr(trace_page.CONTROL_LABELS[key]), *r) for key, r in ranges.items()]
 
 
 class LiveTrace(Directive):
@@ -33,7 +49,13 @@ class LiveTrace(Directive):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        root = self.state.document.settings.env.config.chunkprefill_edition["root"]
+        import trace_page
+
+        from chunkprefill.i18n import tr
+
+        edition = self.state.document.settings.env.config.chunkprefill_edition
+        root, language = edition["root"], page_language(edition["edition"])
+        words = {k: html.escape(tr(m)) for k, m in trace_page.PAGE_TEXTS.items()}
         rows = "".join(
             f'<label class="lt-row" for="lt-{key}"><span class="lt-name">{html.escape(text)}'
             f'</span><input type="range" id="lt-{key}" name="{key}" min="{lo}" max="{hi}" '
@@ -42,20 +64,19 @@ class LiveTrace(Directive):
             for key, text, lo, hi, value in sliders())
         markup = (
             f'<div id="live-trace" class="live-trace" data-state="loading" data-renders="0" '
-            f'data-shared="{root}_shared/">'
+            f'data-shared="{root}_shared/" data-language="{language}" '
+            f'data-failed="{words["failed"]}">'
             f'<form class="lt-controls" onsubmit="return false">{rows}'
-            '<label class="lt-row" for="lt-chunked"><span class="lt-name">chunked prefill '
-            '(enable_chunked_prefill)</span><input type="checkbox" id="lt-chunked" '
-            'name="chunked" checked disabled></label></form>'
-            '<p class="lt-status" role="status">Loading Python (Pyodide) and chunkprefill '
-            "into this page… (about 13 MB, once)</p>"
+            '<label class="lt-row" for="lt-chunked"><span class="lt-name">'
+            f'{html.escape(tr(trace_page.CONTROL_LABELS["chunked"]))}</span><input '
+            'type="checkbox" id="lt-chunked" name="chunked" checked disabled></label></form>'
+            f'<p class="lt-status" role="status">{words["loading"]}</p>'
             '<div class="lt-error" role="alert" hidden></div>'
             '<p class="lt-summary"></p>'
             '<div class="lt-picture"></div>'
-            '<details class="lt-table-box" open><summary>The table (format_trace_table)'
+            f'<details class="lt-table-box" open><summary>{words["table"]}'
             '</summary><pre class="lt-table"></pre></details>'
-            "<noscript>This page runs the scheduler in your browser: it needs JavaScript."
-            "</noscript></div>")
+            f"<noscript>{words['noscript']}</noscript></div>")
         return [nodes.raw("", markup, format="html")]
 
 
@@ -65,9 +86,14 @@ def page_context(app: Sphinx, pagename: str, templatename: str, context: dict[st
     if 'id="live-trace"' in context.get("body", ""):
         app.add_js_file("live_trace.js", type="module")  # this page only
     up = context.get("content_root", "./")
+    # the same page in each edition; a notebook an edition has not translated yet: its
+    # landing page, which lists it (site/build.py's course path)
     context["chunkprefill_editions"] = [
         {"name": e["name"], "label": e["label"], "current": e["name"] == ed["edition"],
-         "url": f"{up}{ed['root']}{e['prefix']}{pagename}.html"} for e in ed["editions"]]
+         "url": f"{up}{ed['root']}{e['prefix']}"
+                f"{'index' if pagename in e['missing'] else pagename}.html"}
+        for e in ed["editions"]]
+    context["chunkprefill_words"] = ed["words"]
     source = ed.get("sources", {}).get(context.get("sourcename") or "")
     if source is None or "body" not in context:
         return
@@ -76,9 +102,9 @@ def page_context(app: Sphinx, pagename: str, templatename: str, context: dict[st
         href = f"{ed['repo_url']}/blob/{ed['commit']}/{source}"
     else:
         href = context["pathto"](f"_sources/{context['sourcename']}", 1)
-    context["body"] += (
-        f'<p class="source-at-commit">Source: <a href="{html.escape(href)}">'
-        f"<code>{html.escape(source)}</code></a> at commit <code>{short}</code></p>")
+    link = f'<a href="{html.escape(href)}"><code>{html.escape(source)}</code></a>'
+    context["body"] += ('<p class="source-at-commit">' + ed["words"]["source"].format(
+        link=link, commit=f"<code>{short}</code>") + "</p>")
 
 
 def drop_problematic_links(app: Sphinx, doctree: nodes.document, docname: str) -> None:

@@ -1,6 +1,8 @@
 // The live trace page: loads Pyodide and the package's wheel from this site (_shared/),
 // then on every slider move asks the page's Python (trace_page.render_json) for the schedule
-// the package's own Scheduler computes, and shows it. No scheduling is done here in JS.
+// the package's own Scheduler computes, and shows it. No scheduling is done here in JS, and
+// no words are: the page's Python speaks the edition's language (data-language) through the
+// package's tr, and the texts shown before Python runs were drawn by it when the site was built.
 const root = document.getElementById("live-trace");
 const $ = (sel) => root.querySelector(sel);
 const status = $(".lt-status");
@@ -10,7 +12,7 @@ const inputs = [...root.querySelectorAll("input")];
 
 function fail(message) {
   root.dataset.state = "failed";
-  status.textContent = "The live trace could not start: " + message;
+  status.textContent = root.dataset.failed.replace("{reason}", message);
 }
 
 async function fetchOk(url) {
@@ -29,11 +31,7 @@ async function start() {
   pyodide.FS.writeFile("/home/pyodide/site-packages/trace_page.py", page);
   pyodide.runPython("import sys; sys.path.insert(0, '/home/pyodide/site-packages')");
   const mod = pyodide.pyimport("trace_page");
-  const info = pyodide.runPython(
-    "import sys, chunkprefill, importlib.metadata as m\n" +
-    "heavy = sorted(n for n in ('numpy', 'torch', 'matplotlib') if n in sys.modules)\n" +
-    "f\"chunkprefill {m.version('chunkprefill')} on Python {sys.version.split()[0]} " +
-    "in Pyodide; modules loaded besides the standard library: {heavy or 'none'}\"");
+  const info = mod.start(root.dataset.language);
   return { mod, info, version: pyodide.version };
 }
 
@@ -47,8 +45,8 @@ function show(result) {
   const error = $(".lt-error");
   const drawn = [$(".lt-summary"), $(".lt-picture"), $(".lt-table-box")];
   if (result.error !== null) {
-    error.innerHTML = "<b>The scheduler refuses this configuration:</b><pre></pre>" +
-      (result.note ? "<p><i></i></p>" : "");
+    error.innerHTML = "<b></b><pre></pre>" + (result.note ? "<p><i></i></p>" : "");
+    error.querySelector("b").textContent = result.refused;
     error.querySelector("pre").textContent = result.error;
     if (result.note) error.querySelector("i").textContent = result.note;
     error.hidden = false;
@@ -71,7 +69,7 @@ try {
     try {
       result = JSON.parse(mod.render_json(v.budget, v.decodes, v.prompt, v.threshold, v.chunked));
     } catch (e) {  // not a refused configuration (those come back as result.error): a bug
-      result = { error: String(e && e.message ? e.message : e), note: "" };
+      result = { error: String(e && e.message ? e.message : e), refused: "Error", note: "" };
     }
     show(result);
   };

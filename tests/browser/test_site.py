@@ -3,7 +3,9 @@ http.server serves the folder on 127.0.0.1 (stopped by its PID, pass or fail), D
 chromium driven by Playwright loads every page, recording every request. Checks: no request
 leaves the site, every image loaded, every internal link resolves, no element overflows the
 text column, every stored widget view renders; and on the live trace page the package's own
-scheduler, running in Pyodide, gives the article's chunks. Screenshots land in
+scheduler, running in Pyodide, gives the article's chunks. Both editions (site/editions.toml):
+the English at the root, zh-TW under /zh-TW/, whose live page speaks zh-TW through the package's
+catalog; the language switch links each page to its counterpart. Screenshots land in
 ``artifacts/site/``. `make test` builds the site before running this."""
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("CHUNKPREFILL_SITE_DIR", ROOT / "build" / "site"))
 ARTIFACTS = ROOT / "artifacts" / "site"
 LOCAL_SCHEMES = ("data:", "blob:", "about:")  # never leave the machine
+EDITIONS = {"": ROOT / "notebooks", "zh-TW/": ROOT / "notebooks" / "zh-TW"}  # prefix: notebooks
+ZH = json.loads((ROOT / "chunkprefill" / "locale" / "zh-TW.json").read_text())  # the catalog
 
 pytestmark = pytest.mark.browser
 
@@ -160,9 +164,10 @@ def test_every_page_loads_locally_with_images_links_and_widgets(site, browser):
     no failed request, every image decoded, every internal link resolves, nothing overflows
     the text column, and every stored widget view of a notebook renders."""
     pages = _pages()
-    assert "index.html" in pages and "live_trace.html" in pages
-    assert sum(p.startswith("notebooks/") for p in pages) == len(
-        list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    for prefix, notebooks in EDITIONS.items():
+        assert f"{prefix}index.html" in pages and f"{prefix}live_trace.html" in pages
+        assert sum(p.startswith(f"{prefix}notebooks/") for p in pages) == len(
+            list(notebooks.glob("[0-9][0-9]_*.ipynb")))
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
     problems: list[str] = []
     checked_links: dict[str, str | None] = {}
@@ -177,7 +182,7 @@ def test_every_page_loads_locally_with_images_links_and_widgets(site, browser):
                                    f".length >= {views}", timeout=60_000)
             page.wait_for_function("() => [...document.images].every(i => i.complete)",
                                    timeout=30_000)
-        if name == "live_trace.html":
+        if name.endswith("live_trace.html"):
             page.wait_for_function("() => document.getElementById('live-trace')"
                                    ".dataset.state !== 'loading'", timeout=180_000)
         found = page.evaluate(PAGE_CHECK_JS)
@@ -225,36 +230,69 @@ def _move(page, selector: str, key: str, times: int) -> None:
                                f" !== '{before}'", timeout=30_000)
 
 
-def test_live_trace_runs_the_packages_scheduler(site, browser):
+def _words(prefix: str) -> dict:
+    """What the live page must say in an edition, for the default sliders: English as the
+    package writes it, zh-TW from the compiled catalog (chunkprefill/locale/zh-TW.json, what
+    `make i18n` compiled from runtime.po), filled with the hand-derived numbers."""
+    summary = ("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps {first}-{last}; its "
+               "first decode is step {decode}.")
+    status = ("chunkprefill {version} on Python {python} in Pyodide; modules loaded besides the "
+              "standard library: none")
+    controls = ["token budget (max_num_batched_tokens)", "decoding requests",
+                "prompt length of P", "long_prefill_token_threshold (0 = off)",
+                "chunked prefill (enable_chunked_prefill)"]
+    legend = ["prefill (prompt tokens)", "decode (1 token)", "waiting in queue",
+              "running, no tokens this step", "budget left over"]
+    title = "Who got how many tokens each step (token budget {budget})"
+    refused = "The scheduler refuses this configuration:"
+    say = (lambda m: m) if prefix == "" else (lambda m: ZH[m])
+    if prefix:  # every message is translated, and differs from the English
+        assert all(ZH.get(m, m) != m for m in [summary, status, title, *controls[1:], *legend])
+    return {"summary": say(summary).format(prompt_id="P", n=4, sizes=[10, 10, 10, 10], first=2,
+                                           last=5, decode=6),
+            "status": re.escape(say(status)).replace(r"\{version\}", r"\S+").replace(
+                r"\{python\}", r"\S+"),
+            "controls": [say(m) for m in controls], "legend": [say(m) for m in legend],
+            "title": say(title).format(budget=16), "refused": say(refused)}
+
+
+@pytest.mark.parametrize("prefix", list(EDITIONS))
+def test_live_trace_runs_the_packages_scheduler(site, browser, prefix):
     """The three checks, with the expected numbers derived by hand from the article's rule
     (running requests first, in admission order; P gets what the decodes leave):
     - budget 16, six decodes (1 token each), a 40-token prompt P arriving at step 2:
       16 - 6 = 10 tokens a step for P, 40 / 10 = 4 chunks of 10, in steps 2-5;
     - budget 20: 20 - 6 = 14 a step, 14 + 14 = 28, then the 12 still owed: [14, 14, 12];
     - chunking off at budget 16: the page sets max_model_len to the longest sequence,
-      40 prompt + 3 output tokens = 43 > 16, which SchedulerConfig refuses (vLLM's check)."""
+      40 prompt + 3 output tokens = 43 > 16, which SchedulerConfig refuses (vLLM's check).
+    In each edition: the words are the edition's (``_words``), the error stays vLLM's English."""
+    words = _words(prefix)
+    tag = f"_{prefix.strip('/')}" if prefix else ""  # screenshots' names
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
     rec = Recorder(page)
-    page.goto(site + "live_trace.html", wait_until="load")
+    page.goto(site + prefix + "live_trace.html", wait_until="load")
     page.wait_for_function("() => document.getElementById('live-trace').dataset.state"
                            " !== 'loading'", timeout=180_000)
     status = page.locator(".lt-status").text_content()
     assert page.get_attribute("#live-trace", "data-state") == "ready", status
-    assert "in Pyodide" in status and status.endswith("standard library: none"), status
+    assert re.fullmatch(words["status"], status), status  # nothing heavy loaded
+    assert page.locator(".lt-name").all_text_contents() == words["controls"]
     assert [page.input_value(f"#lt-{k}") for k in ("budget", "decodes", "prompt", "threshold")] \
         == ["16", "6", "40", "0"]
     assert _chunks(page) == [(2, 10), (3, 10), (4, 10), (5, 10)]
     assert _table_column(page, "P", range(2, 6)) == ["10"] * 4
     assert _table_column(page, "P", range(0, 2)) == ["-", "-"]  # P arrives at step 2
-    assert "[10, 10, 10, 10] in steps 2-5" in page.locator(".lt-summary").text_content()
+    assert page.locator(".lt-summary").text_content() == words["summary"]
+    assert page.locator(".lt-svg .lt-title").text_content() == words["title"]
+    assert page.locator(".lt-key").all_text_contents() == words["legend"]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.locator("#live-trace").screenshot(path=str(ARTIFACTS / "live_trace_budget16.png"))
+    page.locator("#live-trace").screenshot(path=str(ARTIFACTS / f"live_trace{tag}_budget16.png"))
 
     _move(page, "#lt-budget", "ArrowRight", 4)
     assert page.input_value("#lt-budget") == "20"
     assert _chunks(page) == [(2, 14), (3, 14), (4, 12)]
     assert _table_column(page, "P", range(2, 5)) == ["14", "14", "12"]
-    page.locator("#live-trace").screenshot(path=str(ARTIFACTS / "live_trace_budget20.png"))
+    page.locator("#live-trace").screenshot(path=str(ARTIFACTS / f"live_trace{tag}_budget20.png"))
 
     _move(page, "#lt-budget", "ArrowLeft", 4)
     assert page.input_value("#lt-budget") == "16"
@@ -269,22 +307,59 @@ def test_live_trace_runs_the_packages_scheduler(site, browser):
                         enable_chunked_prefill=False, max_model_len=43)
     assert error.locator("pre").text_content() == str(refused.value)
     assert "max_num_batched_tokens (16) is smaller than max_model_len (43)" in str(refused.value)
-    page.locator("#live-trace").screenshot(path=str(ARTIFACTS / "live_trace_no_chunking.png"))
+    assert error.locator("b").text_content() == words["refused"]
+    page.locator("#live-trace").screenshot(path=str(ARTIFACTS / f"live_trace{tag}_no_chunking.png"))
 
     back = page.eval_on_selector_all("article a[href]", "as => as.map(a => a.href)")
-    assert any(re.search(r"/notebooks/02_[^/]*\.html$", h) for h in back), "no link to 02"
+    assert any(h.startswith(site + prefix) and re.search(r"/notebooks/02_[^/]*\.html$", h)
+               for h in back), "no link to this edition's 02"
     assert not rec.outside(site) and not rec.bad, (rec.outside(site), rec.bad)
     page.close()
 
 
-def test_notebook_02_links_to_the_live_page(site, browser):
-    """Notebook 02's text links to the live trace page (the link is in the notebook)."""
-    (nb02,) = (SITE / "notebooks").glob("02_*.html")
+@pytest.mark.parametrize("prefix", list(EDITIONS))
+def test_notebook_02_links_to_the_live_page(site, browser, prefix):
+    """Notebook 02's text links to its edition's live trace page (the link is in the notebook:
+    the zh-TW one links site/en/live_trace.md, which is the zh-TW live page in its tree)."""
+    (nb02,) = (SITE / prefix / "notebooks").glob("02_*.html")
     page = browser.new_page()
-    page.goto(site + f"notebooks/{nb02.name}", wait_until="domcontentloaded")
+    page.goto(site + f"{prefix}notebooks/{nb02.name}", wait_until="domcontentloaded")
     hrefs = page.eval_on_selector_all("article.bd-article a[href]", "as => as.map(a => a.href)")
     page.close()
-    assert site + "live_trace.html" in hrefs, "notebook 02 does not link to the live trace page"
+    assert site + f"{prefix}live_trace.html" in hrefs, \
+        f"notebook 02 ({prefix or 'en'}) does not link to its live trace page"
+
+
+SWITCH_JS = """() => [...document.querySelectorAll('nav.language-switch a')].map(a =>
+  ({lang: a.getAttribute('hreflang'), href: a.href}))"""
+
+
+def test_the_language_switch_links_each_page_to_its_counterpart(site, browser):
+    """Every page of each edition: the switch names the other edition once, and leads to the
+    same page there; a notebook the other edition has not translated yet leads to that
+    edition's landing page, which lists it. Then a reader's round trip by clicking."""
+    pages = set(_pages())
+    page = browser.new_page()
+    problems = []
+    for name in sorted(pages):
+        mine = "zh-TW/" if name.startswith("zh-TW/") else ""
+        other, lang = ("", "en") if mine else ("zh-TW/", "zh-TW")
+        rel = name[len(mine):]
+        page.goto(site + name, wait_until="domcontentloaded")
+        links = page.evaluate(SWITCH_JS)
+        want = other + rel if other + rel in pages else other + "index.html"
+        if rel.startswith("notebooks/") and other + rel not in pages:
+            assert other == "zh-TW/" and (EDITIONS[""] / f"{Path(rel).stem}.ipynb").exists()
+        if links != [{"lang": lang, "href": site + want}]:
+            problems.append(f"{name}: {links} (want {want})")
+    assert not problems, "\n".join(problems[:20])
+    page.goto(site + "notebooks/02_the_16_token_budget_trace.html", wait_until="load")
+    page.locator('nav.language-switch a[hreflang="zh-TW"]').click()
+    page.wait_for_url(site + "zh-TW/notebooks/02_the_16_token_budget_trace.html")
+    assert page.locator("html").get_attribute("lang") == "zh-TW"
+    page.locator('nav.language-switch a[hreflang="en"]').click()
+    page.wait_for_url(site + "notebooks/02_the_16_token_budget_trace.html")
+    page.close()
 
 
 def test_screenshots_of_the_landing_page_and_a_notebook(site, browser):
@@ -296,6 +371,11 @@ def test_screenshots_of_the_landing_page_and_a_notebook(site, browser):
     page.evaluate("document.fonts.ready")
     assert "token budget 是 16" in page.locator("article").text_content()
     page.screenshot(path=str(ARTIFACTS / "landing.png"), full_page=True)
+    page.goto(site + "zh-TW/index.html", wait_until="load")
+    page.evaluate("document.fonts.ready")
+    text = page.locator("article").text_content()
+    assert "token budget 是 16" in text and "筆記本的順序" in text
+    page.screenshot(path=str(ARTIFACTS / "landing_zh-TW.png"), full_page=True)
     (nb02,) = (SITE / "notebooks").glob("02_*.html")
     page.goto(site + f"notebooks/{nb02.name}", wait_until="load")
     page.wait_for_selector(".widget-slider", timeout=60_000)
@@ -304,5 +384,5 @@ def test_screenshots_of_the_landing_page_and_a_notebook(site, browser):
     time.sleep(0.5)
     page.screenshot(path=str(ARTIFACTS / "notebook_02.png"))
     page.close()
-    for shot in ("landing.png", "notebook_02.png"):
+    for shot in ("landing.png", "landing_zh-TW.png", "notebook_02.png"):
         assert (ARTIFACTS / shot).stat().st_size > 10_000

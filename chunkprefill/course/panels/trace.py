@@ -5,7 +5,6 @@ wires the sliders to it."""
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -15,10 +14,10 @@ from chunkprefill.course.panels.common import figure_png
 from chunkprefill.course.plots.schedule import plot_trace_overview
 from chunkprefill.i18n import tr
 from chunkprefill.trace import (
-    TraceStep,
     article_trace_requests,
     format_trace_table,
     max_seq_len,
+    prompt_summary,
     run_trace,
 )
 
@@ -36,27 +35,6 @@ THRESHOLD_RANGE = (0, 64)
 CHUNKED_MAX_MODEL_LEN = 8192  # the CLI's default; with chunking on it never binds here
 
 MAX_TABLE_ROWS = 30
-
-
-def _prompt_summary(steps: Sequence[TraceStep], prompt_id: str = "P") -> str:
-    """One line on the long prompt: its chunks, and the step of its first decode."""
-    chunks = [(s.step, split.prefill) for s in steps
-              if (split := s.token_splits.get(prompt_id)) is not None and split.prefill]
-    first_decode = next((s.step for s in steps if (split := s.token_splits.get(prompt_id))
-                         is not None and split.decode), None)
-    fields = {"prompt_id": prompt_id, "n": len(chunks), "sizes": [n for _, n in chunks],
-              "first": chunks[0][0]}
-    if len(chunks) == 1 and first_decode is not None:
-        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in step {first}; its first "
-                  "decode is step {decode}.", **fields, decode=first_decode)
-    if len(chunks) == 1:
-        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in step {first}.", **fields)
-    if first_decode is not None:
-        return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps {first}-{last}; its "
-                  "first decode is step {decode}.", **fields, last=chunks[-1][0],
-                  decode=first_decode)
-    return tr("{prompt_id}'s prompt ran as {n} chunk(s) {sizes} in steps {first}-{last}.",
-              **fields, last=chunks[-1][0])
 
 
 def trace_panel_update(
@@ -86,7 +64,7 @@ def trace_panel_update(
         steps = run_trace(requests, config, CacheConfig(block_size, num_blocks))
     except ValueError as e:
         return "", None, str(e)
-    lines = [_prompt_summary(steps), "", format_trace_table(steps[:max_table_rows])]
+    lines = [prompt_summary(steps), "", format_trace_table(steps[:max_table_rows])]
     if len(steps) > max_table_rows:
         lines.append(tr("... {n} more steps (see the picture)", n=len(steps) - max_table_rows))
     return "\n".join(lines), plot_trace_overview(steps, fig), None
