@@ -214,21 +214,32 @@ def course_path(notebooks: list[Path], words: dict, missing: list[Path] = (),
     return "\n".join(rows) + "\n"
 
 
+def _explicit_anchor(path: Path, anchor: str) -> bool:
+    """Whether ``path`` holds ``<a id="anchor">`` (escaped quotes too: a notebook's JSON)."""
+    return path.suffix in (".ipynb", ".md") and re.search(
+        r'id=\\?"' + re.escape(anchor) + r'\\?"', path.read_text(encoding="utf-8")) is not None
+
+
 class Links:
     """Where each repository file lands in the staged tree, to rewrite relative links.
     ``elsewhere``: files another edition holds (its notebooks), as paths from the site's
     root, reached through ``root`` (this edition's way up to the site's root)."""
 
     def __init__(self, staged: dict[Path, str], repo_url: str, commit: str,
-                 elsewhere: dict[Path, str] | None = None, root: str = "") -> None:
+                 elsewhere: dict[Path, str] | None = None, root: str = "",
+                 own_api: bool = True) -> None:
         self.staged = staged  # repo path (relative to ROOT) -> staged path
         self.elsewhere, self.root = elsewhere or {}, root
         for mod in module_names():
             parts = mod.split(".")
             init = Path(*parts, "__init__.py")
-            self.staged[init if (ROOT / init).exists() else Path(*parts).with_suffix(".py")] = \
-                f"api/{mod}.md"
+            path = init if (ROOT / init).exists() else Path(*parts).with_suffix(".py")
+            if own_api:
+                self.staged[path] = f"api/{mod}.md"
+            else:  # the first edition's API pages (the docstrings are English)
+                self.elsewhere[path] = f"api/{mod}.html"
         self.dests = set(staged.values())
+        self.sources = {dest: path for path, dest in staged.items()}
         self.repo_url, self.commit = repo_url, commit
         self.dropped: list[str] = []
 
@@ -238,11 +249,19 @@ class Links:
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "/")):
                 return m.group(0)
             path, _, anchor = target.partition("#")
-            if os.path.normpath(os.path.join(staged_dir, path)) in self.dests:
-                return m.group(0)  # already a path in the site (the pages are written so)
             repo_path = Path(os.path.normpath(repo_dir / path))
-            if repo_path in self.staged:
-                rel = os.path.relpath(self.staged[repo_path], staged_dir or ".")
+            in_site = os.path.normpath(os.path.join(staged_dir, path))
+            if in_site in self.dests or repo_path in self.staged:
+                dest = in_site if in_site in self.dests else self.staged[repo_path]
+                rel = os.path.relpath(dest, staged_dir or ".")
+                source = self.sources.get(dest)
+                if anchor and source is not None and _explicit_anchor(ROOT / source, anchor):
+                    # an HTML anchor (<a id=...>, one id in every edition): Sphinx knows only
+                    # headings, so the link goes out as HTML to the built page
+                    page = Path(rel).with_suffix(".html").as_posix()
+                    return f'<a href="{page}#{anchor}">{label}</a>'
+                if in_site in self.dests:
+                    return m.group(0)  # already a path in the site (the pages are written so)
                 return f"[{label}]({rel}{'#' + anchor if anchor else ''})"
             if repo_path in self.elsewhere:  # a page of another edition: raw HTML, as
                 up = "../" * len(Path(staged_dir).parts) + self.root  # Sphinx cannot see it
@@ -288,7 +307,10 @@ def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict,
     missing = [p for p in edition_notebooks(editions[first]) if p.name not in translated]
     # a link to a translation still to come: the first edition's page, until it exists
     elsewhere |= {nb_dir / p.name: f"notebooks/{p.stem}.html" for p in missing}
-    links = Links(staged, ctx["repo_url"], ctx["commit"], elsewhere, ctx["root"])
+    # The API reference is the docstrings, in English: built once, in the first edition; the
+    # others link to it (a second copy would double the build's time and say nothing new).
+    own_api = name == first
+    links = Links(staged, ctx["repo_url"], ctx["commit"], elsewhere, ctx["root"], own_api)
     for repo_path, dest in list(staged.items()):
         if dest.startswith("api/") or repo_path in other_pages:
             continue
@@ -315,12 +337,15 @@ def stage(name: str, ed: dict, src: Path, vendored: Path, ctx: dict,
         course_path(notebooks, words, missing, catalogs if catalogs.is_dir() else None,
                     ctx["root"]))
     pages = [("architecture", words["architecture"])] if ARCHITECTURE in staged else []
-    pages.append(("api/index", words["api"]))
+    if own_api:
+        pages.append(("api/index", words["api"]))
+    api_link = "" if own_api else f'- <a href="{ctx["root"]}api/index.html">{words["api"]}</a>\n'
     (src / "_generated" / "package.md").write_text(
-        "".join(f"- [{title}]({doc}.md)\n" for doc, title in pages)
+        "".join(f"- [{title}]({doc}.md)\n" for doc, title in pages) + api_link
         + f"\n```{{toctree}}\n:hidden:\n:caption: {words['package_caption']}\n\n"
         + "".join(f"{doc}\n" for doc, _ in pages) + "```\n")
-    api_pages(src, words)
+    if own_api:
+        api_pages(src, words)
     ctx["sources"] = {dest: str(p) for p, dest in staged.items() if p not in other_pages}
     if missing:
         print(f"site: {name}: {len(missing)} notebook(s) of {first} not in {nb_dir}/ yet, "

@@ -89,3 +89,19 @@ def test_every_edition_has_every_word_the_first_one_has():
     import tomllib
 
     build.edition_words(tomllib.loads((ROOT / "site" / "editions.toml").read_text()))
+
+
+def test_a_link_to_an_html_anchor_goes_out_as_html(tmp_path):
+    """03 links 04's ``<a id="async-scheduling">`` (one id in both editions, whatever the
+    heading's translation); Sphinx resolves only headings, so the build writes the link as
+    HTML to the built page, where the browser finds the id."""
+    site_build = build
+
+    target = site_build.ROOT / "notebooks" / "04_vllms_other_knobs.ipynb"
+    assert site_build._explicit_anchor(target, "async-scheduling")
+    assert not site_build._explicit_anchor(target, "no-such-anchor")
+    links = site_build.Links({Path("notebooks/04_vllms_other_knobs.ipynb"):
+                              "notebooks/04_vllms_other_knobs.ipynb"}, "", "c")
+    out = links.rewrite("see [async](04_vllms_other_knobs.ipynb#async-scheduling)",
+                        Path("notebooks"), "notebooks")
+    assert out == 'see <a href="04_vllms_other_knobs.html#async-scheduling">async</a>'

@@ -1,5 +1,5 @@
 """The cost model: the predicted time of one engine step for a batch of requests, each
-given as ``(query_len, context_len)`` (tokens this step, tokens already in the KV cache):
+given as ``(query_len, context_len)`` (tokens this step, tokens already in the KV cache)::
 
     linear layers   max(FLOPs / (peak * linear_efficiency), weight bytes / (bandwidth * bw_eff))
     attention       per request: max(FLOPs / (peak * attention_efficiency),

@@ -14,7 +14,7 @@ SIM_PANEL_QPS = 6.0  # a load at which prefill-first's stalls break the strict S
 def simulation_view(cost_model: Any = None, budget: int = SIM_PANEL_BUDGET,
                     qps: float = SIM_PANEL_QPS, num_requests: int = 200,
                     seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """One view of ``simulation_panel``: the figure and the two ``SimResult``s (the same
+    """One view of ``simulation_panel``: the figure and the two ``SimResult`` objects (the same
     ShareGPT-like requests at ``qps``, chunked with ``budget`` and prefill-first)."""
     from chunkprefill.course.plots.simulated import plot_simulation
     from chunkprefill.sim import CostModel, compare_batching, tbt_slo

@@ -275,7 +275,7 @@ def plot_step_time_vs_tokens(
     ax: Axes | None = None,
 ) -> Figure:
     """Step time against the tokens in the step, log-log: medians with their intervals
-    (``Estimate``s or plain seconds), and the line ``fixed + per_token * n`` fitted over the
+    (``Estimate`` values or plain seconds), and the line ``fixed + per_token * n`` fitted over the
     whole range (``lab.fit_step_time``), with the step size where its two parts are
     equal. ``timing_label`` names the clock; it goes into the title."""
     from chunkprefill.lab.step_cost import fit_step_time
@@ -313,7 +313,7 @@ def plot_chunking_overhead(
     ax: Axes | None = None,
 ) -> Figure:
     """Total prefill time of one prompt cut into chunks, over its unchunked time, per chunk
-    size (``Estimate``s with their intervals, or plain ratios). Above 1: each chunk re-reads
+    size (``Estimate`` values with their intervals, or plain ratios). Above 1: each chunk re-reads
     the KV of the chunks before it and pays the fixed per-step costs again."""
     fig, ax = figure_and_axes(ax, (5.6, 3.4))
     sizes = list(ratios)
@@ -339,7 +339,7 @@ def plot_tile_effect(
     tile: int = 64,
     ax: Axes | None = None,
 ) -> Figure:
-    """Time per token for chunk sizes around a multiple of the kernel tile (``Estimate``s or
+    """Time per token for chunk sizes around a multiple of the kernel tile (``Estimate`` values or
     seconds): on a GPU a chunk one token past a multiple of the tile is expected to pay for a
     whole extra, mostly empty tile; a CPU's matrix kernels block in small tiles."""
     fig, ax = figure_and_axes(ax, (6.0, 3.4))
@@ -407,7 +407,7 @@ def plot_steps_beside_a100(
     80GB PCIe), each divided by its own machine's lone-decode step, so the shapes compare
     although the models differ. Left: one prompt of n tokens per step (skipped when
     ``here_prompt`` is None); right: n decodes per step. ``here_*`` are ``(sizes, times)``
-    with ``Estimate``s or seconds; ``here_decodes`` must hold a batch of 1. ``knees`` draws
+    with ``Estimate`` values or seconds; ``here_decodes`` must hold a batch of 1. ``knees`` draws
     each machine's expected roofline knee (tokens) on the left panel, ``fits`` each machine's
     fitted ``(fixed_s, per_token_s)`` line; their keys are "here" and "A100"."""
     sizes_d, here_d = here_decodes
