@@ -292,3 +292,10 @@ def test_markers_do_not_hide_one_another():
     swept = [ln for ln in ax.lines if ln.get_marker() not in ("None", "")
              and ln.get_linestyle() != "None"]
     assert len(swept) == 3 and len({tuple(ln.get_xdata()) for ln in swept}) == 3
+
+
+def test_device_title_names_what_a_reader_reads():
+    assert panels.device_title("cpu · torch") == "CPU · PyTorch"
+    assert panels.device_title("cuda · triton") == "CUDA · Triton"
+    with pytest.raises(ValueError, match="device must look like"):
+        panels.device_title("tpu · jax")

@@ -17,6 +17,7 @@ from chunkprefill.course.panels.dashboard import (
     chunk_dashboard,
     chunk_dashboard_update,
     dashboard_summary,
+    device_title,
     timing_label,
 )
 from chunkprefill.course.panels.prefix import (
@@ -67,6 +68,7 @@ __all__ = [
     "SIM_PANEL_QPS",
     "THRESHOLD_RANGE",
     "available_devices",
+    "device_title",
     "chunk_dashboard",
     "chunk_dashboard_update",
     "dashboard_summary",

@@ -57,6 +57,16 @@ def _parse_device(label: str) -> tuple[str, str]:
     return device, backend
 
 
+_DISPLAY_NAMES = {"cpu": "CPU", "cuda": "CUDA", "torch": "PyTorch", "triton": "Triton"}
+
+
+def device_title(device_label: str) -> str:
+    """The device and backend as a reader reads them (``"cpu · torch"`` -> ``"CPU ·
+    PyTorch"``): names, not identifiers, so a title needs no translation."""
+    device, backend = _parse_device(device_label)
+    return f"{_DISPLAY_NAMES[device]} · {_DISPLAY_NAMES[backend]}"
+
+
 def timing_label(device_label: str) -> str:
     """How a device's runs are timed (``timing.clock_label``), for every figure and summary
     that shows them."""
@@ -266,7 +276,8 @@ class ChunkDashboardData:
                    "({long_prompt_len}-token) prompts at {rate:g} req/s | {device} [{clock}]",
                    label=_short_label(key), threshold=key.threshold,
                    num_decodes=wl.num_decodes, num_long=wl.num_long,
-                   long_prompt_len=wl.long_prompt_len, rate=wl.rate, device=key.device,
+                   long_prompt_len=wl.long_prompt_len, rate=wl.rate,
+                   device=device_title(key.device),
                    clock=timing_label(key.device))
         return plot_chunk_dashboard(result.metrics, result.long_ids, self.sweep_points(key),
                                     key.budget if key.chunked else None, itl, ttft, title)
@@ -301,7 +312,7 @@ def dashboard_summary(data: ChunkDashboardData, key: DashboardKey, result: Mixed
         tr("{num_decodes} short requests + {num_long} long prompts of {long_prompt_len} tokens,",
            num_decodes=wl.num_decodes, num_long=wl.num_long, long_prompt_len=wl.long_prompt_len),
         tr("Poisson arrivals at {rate:g} req/s on the nominal clock", rate=wl.rate),
-        f"{key.device} [{timing_label(key.device)}]", "",
+        f"{device_title(key.device)} [{timing_label(key.device)}]", "",
         tr("ITL   P50 {p50_ms:7.1f} ms   P99 {p99_ms:7.1f} ms   max {max_ms:7.1f} ms",
            p50_ms=np.percentile(itl, 50) * ms, p99_ms=np.percentile(itl, 99) * ms,
            max_ms=itl.max() * ms),
