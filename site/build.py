@@ -379,6 +379,7 @@ def build(out: Path, work: Path, repo_url: str, editions_file: Path) -> None:
     words = edition_words(editions)
     first = {p.name for p in edition_notebooks(editions[names[0]])}
     all_eds = [{"name": n, "label": editions[n]["label"], "prefix": "" if i == 0 else f"{n}/",
+                "own_api": i == 0,  # the API reference is built once, in the first edition
                 "missing": sorted(f"notebooks/{Path(nb).stem}" for nb in first - {
                     p.name for p in edition_notebooks(editions[n])})}
                for i, n in enumerate(names)]

@@ -80,18 +80,26 @@ class LiveTrace(Directive):
         return [nodes.raw("", markup, format="html")]
 
 
+API_PAGES = ("api/", "_modules/")  # the API reference and its highlighted sources
+
+
 def page_context(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
                  doctree: nodes.document | None) -> None:
     ed = app.config.chunkprefill_edition
     if 'id="live-trace"' in context.get("body", ""):
         app.add_js_file("live_trace.js", type="module")  # this page only
     up = context.get("content_root", "./")
-    # the same page in each edition; a notebook an edition has not translated yet: its
-    # landing page, which lists it (site/build.py's course path)
+    # the same page in each edition; a page an edition does not have (a notebook it has not
+    # translated yet, which its course path lists; the API reference, built once): its
+    # landing page
+    def counterpart(e: dict) -> str:
+        absent = pagename in e["missing"] or (not e["own_api"] and (
+            pagename.startswith(API_PAGES) or pagename == "py-modindex"))
+        return "index" if absent else pagename
+
     context["chunkprefill_editions"] = [
         {"name": e["name"], "label": e["label"], "current": e["name"] == ed["edition"],
-         "url": f"{up}{ed['root']}{e['prefix']}"
-                f"{'index' if pagename in e['missing'] else pagename}.html"}
+         "url": f"{up}{ed['root']}{e['prefix']}{counterpart(e)}.html"}
         for e in ed["editions"]]
     context["chunkprefill_words"] = ed["words"]
     source = ed.get("sources", {}).get(context.get("sourcename") or "")
