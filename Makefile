@@ -87,7 +87,7 @@ test: $(STAMP) browser fonts i18n-tools wheel site
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest tests
 	nb=$$(mktemp -d) && cp -r notebooks/. $$nb/ && cd $$nb && \
-	  $(abspath $(WPY)) -c "import chunkprefill, sys; assert '$(CURDIR)' not in chunkprefill.__file__, chunkprefill.__file__" && \
+	  $(abspath $(WPY)) -c "import chunkprefill, sys; assert 'site-packages' in chunkprefill.__file__ and not chunkprefill.__file__.startswith('$(CURDIR)/chunkprefill/'), chunkprefill.__file__" && \
 	  CHUNKPREFILL_I18N_STRICT=1 $(abspath $(WPY)) $(NBVAL) .
 
 # The GPU half (benchmarks/run_gpu.py): GPU tests, kernel and sweep benchmarks and the GPU
